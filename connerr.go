@@ -1,0 +1,77 @@
+package retries
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/url"
+	"syscall"
+)
+
+// IsConnectionError reports whether err is a failure of the connection
+// itself, the kind [SyncRequest] retries: a dial that was refused, timed out
+// or found no route; a DNS lookup that failed; a connection reset or aborted
+// by the peer; a broken pipe; a connection already closed; a response cut
+// short ([io.ErrUnexpectedEOF], or [io.EOF] inside the *url.Error or
+// *net.OpError of a transport).
+//
+// It reports false for nil, for errors that carry none of these, for TLS
+// certificate errors, for a [*StatusError], and for an error that matches
+// [context.Canceled]. A deadline counts only when a dial or lookup reports
+// it (a *net.OpError of a dial, or a *net.DNSError); a plain
+// [context.DeadlineExceeded] is the caller's own deadline and does not
+// count. Whatever it reports, Do never retries once the caller's context is
+// done.
+//
+// pyvespa's is_connection_error also matches any error whose message
+// contains "connection" or "error sending request"; this one classifies by
+// type with errors.Is and errors.As only, so that an error that merely
+// mentions a connection (a ValueError("Invalid CONNECTION string"), a read
+// timeout from requests' HTTPConnectionPool) is not retried.
+func IsConnectionError(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var (
+		certErr  *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		status   *StatusError
+	)
+	if errors.As(err, &certErr) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
+		errors.As(err, &invalid) || errors.As(err, &status) {
+		return false
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return true
+	}
+	var opErr *net.OpError
+	isOp := errors.As(err, &opErr)
+	if isOp && opErr.Op == "dial" {
+		return true
+	}
+	for _, target := range connErrnos {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+		return true
+	}
+	if errors.Is(err, io.EOF) {
+		var urlErr *url.Error
+		return isOp || errors.As(err, &urlErr)
+	}
+	return false
+}
+
+// connErrnos are the system errors of a connection that failed on its own.
+var connErrnos = []error{
+	syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
+	syscall.ENETUNREACH, syscall.EHOSTUNREACH, syscall.ENETDOWN, syscall.ETIMEDOUT,
+}

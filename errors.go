@@ -1,0 +1,113 @@
+package retries
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+)
+
+// RetryError reports that a call gave up: its policy stopped after a retried
+// outcome (tenacity's RetryError), or its context ended the call.
+//
+// It unwraps to the last attempt's error and, when the context ended the
+// call, to the context's error and cause as well, so errors.Is and errors.As
+// see all of them. It also records the call's statistics.
+type RetryError struct {
+	// Attempts is the number of attempts made.
+	Attempts int
+	// Elapsed is the time from the first attempt to the end of the last one
+	// (see State.Elapsed for when the clock starts).
+	Elapsed time.Duration
+	// Slept is the total time spent waiting between attempts.
+	Slept time.Duration
+	// Err is the last attempt's error, or nil when the last attempt returned
+	// a value that was retried.
+	Err error
+	// Value is the value of the last attempt when that value was retried
+	// (a 503 *http.Response, say); nil otherwise, and always nil from
+	// Policy.Do. It has not been discarded: the caller owns it.
+	Value any
+	// Context is non-nil when the context ended the call: the context's
+	// cause (context.Cause), or context.DeadlineExceeded when the next wait
+	// would have ended at or after the context's deadline.
+	Context error
+
+	ctxErr error // ctx.Err(), kept when Context is a cause that does not match it
+}
+
+// newRetryError records st; ctxErr is the context's error and cause the
+// reason the context ended the call, both nil when the policy gave up.
+func newRetryError(st *State, ctxErr, cause error) *RetryError {
+	e := &RetryError{
+		Attempts: st.Attempt, Elapsed: st.Elapsed, Slept: st.Slept,
+		Err: st.Err, Value: st.Value, Context: cause,
+	}
+	if ctxErr != nil && !errors.Is(cause, ctxErr) {
+		e.ctxErr = ctxErr
+	}
+	return e
+}
+
+// Error describes why the call ended and its last outcome, as in
+// "retries: giving up after 3 attempts: connection refused".
+func (e *RetryError) Error() string {
+	var b []byte
+	b = append(b, "retries: "...)
+	if e.Context != nil {
+		b = append(b, e.Context.Error()...)
+		if e.Attempts == 0 {
+			return string(append(b, " before the first attempt"...))
+		}
+		b = append(b, " after "...)
+	} else {
+		b = append(b, "giving up after "...)
+	}
+	b = strconv.AppendInt(b, int64(e.Attempts), 10)
+	b = append(b, " attempt"...)
+	if e.Attempts != 1 {
+		b = append(b, 's')
+	}
+	switch {
+	case e.Err != nil:
+		b = append(b, ": "...)
+		b = append(b, e.Err.Error()...)
+	case e.Value != nil:
+		b = append(b, ": last outcome "...)
+		b = append(b, describeValue(e.Value)...)
+	}
+	return string(b)
+}
+
+// Unwrap returns the last attempt's error, the context's cause and the
+// context's error, leaving out those that are nil.
+func (e *RetryError) Unwrap() []error {
+	errs := make([]error, 0, 3)
+	for _, err := range []error{e.Err, e.Context, e.ctxErr} {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// errBeforeStart is the error of a call whose ctx was done before the first
+// attempt: ctx.Err() itself, or a *RetryError with no attempt that matches
+// both ctx.Err() and a cause set with context.WithCancelCause.
+func errBeforeStart(ctx context.Context) error {
+	err, cause := ctx.Err(), context.Cause(ctx)
+	if cause == nil || cause == err {
+		return err
+	}
+	return newRetryError(&State{}, err, cause)
+}
+
+// ctxEnded is the error of a call that ctx ended after st's attempt. When
+// deadline is non-nil, ctx is not done yet, but its deadline would pass
+// during the next wait.
+func ctxEnded(ctx context.Context, st *State, deadline error) error {
+	if deadline != nil {
+		return newRetryError(st, deadline, deadline)
+	}
+	return newRetryError(st, ctx.Err(), context.Cause(ctx))
+}

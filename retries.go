@@ -1,0 +1,420 @@
+// Package retries calls a function again when it fails, following an
+// immutable [Policy]: the Go counterpart of pyvespa's vespa.retries module.
+//
+// A Policy has a [Stop] that decides when to give up, a [Wait] that decides
+// how long to pause between attempts, a [Predicate] that decides which
+// outcomes are worth another attempt, a rule for what comes back when it
+// gives up, and optional hooks. [Policy.Do] runs a function under a Policy,
+// and [DoValue] does the same for a function that returns a value:
+//
+//	resp, err := retries.DoValue(ctx, retries.DocV1, send)
+//
+// The seven policies of pyvespa are package variables with exactly its
+// numbers: [Query], [DocV1], [Throttle], [SyncRequest], [Visit],
+// [ControlPlane] and [URLValidation]. Policies are values: [Policy.Copy]
+// returns a changed copy and leaves the original alone, so they can be shared
+// and adapted:
+//
+//	p := retries.SyncRequest.Copy(retries.WithStop(retries.StopAfterAttempt(4)))
+//
+// A Policy is safe for concurrent use by multiple goroutines: each call to
+// Do keeps its own state.
+//
+// # Errors
+//
+// What Do returns when it gives up depends on the policy, as in tenacity: a
+// [*RetryError] that wraps the last attempt's error (the default, [Query],
+// [Visit]), the last error itself ([WithReraise]: [ControlPlane],
+// [URLValidation]), or whatever a callback makes of the last outcome
+// ([WithOnExhausted] with [ReturnLastOutcome]: [DocV1], [SyncRequest]). An
+// error that is not retried comes back at once, unwrapped. When the context
+// ends the call, the error is a *RetryError that matches, with [errors.Is],
+// both the context's error and the last attempt's error.
+//
+// # Differences from pyvespa
+//
+// Do never retries once the caller's context is done, so a cancellation is
+// never swallowed; it never sleeps past the context's deadline; and waits
+// saturate instead of overflowing. [IsConnectionError] classifies errors by
+// type, not by message. The README lists every difference.
+package retries
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Policy says how to retry a function: when to give up, how long to wait,
+// which outcomes to retry, what to return on giving up, and which hooks to
+// call. Build one with [New] or derive one from another with [Policy.Copy].
+//
+// A Policy is a small value with no mutable state: assigning it copies it,
+// and no two copies share anything that can change. It is safe for
+// concurrent use by multiple goroutines.
+//
+// The zero Policy makes a single attempt (it never retries) and waits
+// nothing. Its predicate is [RetryIfAnyError] and it gives up with a
+// [*RetryError], so a failed attempt comes back wrapped in one; set a
+// [Stop] with [WithStop] to allow more attempts.
+type Policy struct {
+	stop    Stop
+	wait    Wait
+	retry   Predicate
+	reraise bool
+
+	onExhausted     func(State) error
+	onExhaustedName string
+
+	before, after, beforeSleep func(State)
+	discard                    func(any)
+
+	// Derived from the fields above by Copy, so Do need not ask.
+	clockFirst  bool // read the clock before the first attempt
+	valueRetry  bool // the predicate may retry a successful outcome
+	customFinal bool // discard is set
+}
+
+// State describes a call in progress. Stops, waits and predicates built
+// from functions, hooks and the exhaustion callback receive it by value.
+type State struct {
+	// Attempt is the number of the attempt that just ended, from 1; in the
+	// before hook, the number of the attempt about to start.
+	Attempt int
+	// Elapsed is the time since the first attempt started, measured when the
+	// attempt ended (in the before hook, when it starts).
+	//
+	// Reading the clock costs more than the rest of a first-try success, so
+	// Do reads it before the first attempt only when the policy needs it
+	// then: a delay-based stop, a StopIf or WaitFunc, or a before hook.
+	// Otherwise Elapsed counts from the end of the first attempt, which
+	// leaves out the first attempt's own duration.
+	Elapsed time.Duration
+	// Slept is the total of the waits slept so far.
+	Slept time.Duration
+	// Err is the attempt's error; nil if it returned a value.
+	Err error
+	// Value is the attempt's value in DoValue; always nil in Policy.Do.
+	Value any
+	// Wait is the pause before the next attempt. Stops, the before-sleep
+	// hook and the exhaustion callback see it; waits and the after hook see
+	// 0, since it is not yet known.
+	Wait time.Duration
+	// PrevWait is the pause slept before the attempt that just ended; 0
+	// after the first attempt.
+	PrevWait time.Duration
+}
+
+// Option changes one part of a [Policy] in [New] and [Policy.Copy]. Options
+// apply in order, so the last one for a part wins.
+type Option func(*Policy)
+
+// New returns a Policy built from the zero Policy and opts.
+func New(opts ...Option) Policy {
+	return Policy{}.Copy(opts...)
+}
+
+// Copy returns a copy of p with opts applied. It never changes p, so
+//
+//	retries.DocV1 = retries.DocV1.Copy(retries.WithWait(retries.WaitNone()))
+//
+// is how a test removes DocV1's waits, and
+//
+//	retries.SyncRequest.Copy(retries.WithStop(retries.StopAfterAttempt(n + 1)))
+//
+// is how a client allows n retries.
+func (p Policy) Copy(opts ...Option) Policy {
+	for _, o := range opts {
+		if o != nil {
+			o(&p)
+		}
+	}
+	p.clockFirst = p.stop.usesClock() || p.wait.usesClock() || p.before != nil
+	p.valueRetry = p.retry.onValue()
+	p.customFinal = p.discard != nil
+	return p
+}
+
+// WithStop sets the policy's [Stop].
+func WithStop(s Stop) Option { return func(p *Policy) { p.stop = s } }
+
+// WithWait sets the policy's [Wait].
+func WithWait(w Wait) Option { return func(p *Policy) { p.wait = w } }
+
+// WithRetry sets the policy's retry [Predicate].
+func WithRetry(pred Predicate) Option { return func(p *Policy) { p.retry = pred } }
+
+// WithReraise sets whether the policy, on giving up, returns the last
+// attempt's error itself instead of a [*RetryError] (tenacity's reraise).
+// When the last outcome was a retried value there is nothing to re-raise,
+// and the policy still returns a *RetryError, as tenacity does. A callback
+// set with [WithOnExhausted] takes precedence.
+func WithReraise(reraise bool) Option { return func(p *Policy) { p.reraise = reraise } }
+
+// WithOnExhausted sets a callback that decides what Do returns when the
+// policy gives up after a retried outcome (tenacity's retry_error_callback):
+// Do returns the callback's error, and DoValue returns the last value with
+// it. [ReturnLastOutcome] is the callback of [DocV1] and [SyncRequest]. The
+// callback runs on the goroutine that called Do. It does not run when the
+// context ends the call, nor for an outcome that is not retried. A nil f
+// removes the callback.
+func WithOnExhausted(f func(State) error) Option {
+	name := ""
+	if f != nil {
+		name = funcName(f)
+	}
+	return func(p *Policy) { p.onExhausted, p.onExhaustedName = f, name }
+}
+
+// ReturnLastOutcome is an exhaustion callback for [WithOnExhausted] that
+// gives back the last outcome itself: its error, or, when the last attempt
+// returned a retried value, a nil error, so that DoValue returns that value
+// (pyvespa's _return_last_outcome: the last 503 response, say).
+func ReturnLastOutcome(s State) error { return s.Err }
+
+// WithBefore sets a hook that runs before every attempt, with the number of
+// the attempt about to start (tenacity's before). A nil f removes it.
+func WithBefore(f func(State)) Option { return func(p *Policy) { p.before = f } }
+
+// WithAfter sets a hook that runs after every attempt whose outcome is
+// retried, the last one included, before the wait is computed (tenacity's
+// after). It runs also when the context has ended the call. A nil f removes
+// it.
+func WithAfter(f func(State)) Option { return func(p *Policy) { p.after = f } }
+
+// WithBeforeSleep sets a hook that runs before every wait, with the wait in
+// State.Wait (tenacity's before_sleep). It does not run after the last
+// attempt, nor when the wait is skipped because it would end past the
+// context's deadline. [LogRetries] makes one that logs. A nil f removes it.
+func WithBeforeSleep(f func(State)) Option { return func(p *Policy) { p.beforeSleep = f } }
+
+// WithDiscard sets the function that releases a retried value the caller
+// will never see. It runs just before the next attempt starts, after the
+// wait; it never sees the value that Do or DoValue returns, nor a value
+// still pending when the context ends the call. The default releases a
+// [*http.Response]: it reads up to 4 KiB of the body and closes it, so the
+// connection goes back to the pool. A nil f restores the default.
+func WithDiscard(f func(v any)) Option { return func(p *Policy) { p.discard = f } }
+
+// Stop returns the policy's [Stop].
+func (p Policy) Stop() Stop { return p.stop }
+
+// Wait returns the policy's [Wait].
+func (p Policy) Wait() Wait { return p.wait }
+
+// Retry returns the policy's retry [Predicate].
+func (p Policy) Retry() Predicate { return p.retry }
+
+// String describes the policy's parts, as in
+// "Policy{stop: StopAfterAttempt(3), wait: WaitNone(), retry:
+// RetryIfAnyError(), on exhaustion: RetryError}".
+func (p Policy) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Policy{stop: %v, wait: %v, retry: %v, on exhaustion: ", p.stop, p.wait, p.retry)
+	switch {
+	case p.onExhausted != nil:
+		b.WriteString(p.onExhaustedName)
+	case p.reraise:
+		b.WriteString("reraise")
+	default:
+		b.WriteString("RetryError")
+	}
+	var hooks []string
+	for _, h := range []struct {
+		name string
+		set  bool
+	}{{"before", p.before != nil}, {"after", p.after != nil}, {"before sleep", p.beforeSleep != nil}, {"discard", p.discard != nil}} {
+		if h.set {
+			hooks = append(hooks, h.name)
+		}
+	}
+	if len(hooks) > 0 {
+		b.WriteString(", hooks: " + strings.Join(hooks, ", "))
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// Do calls fn until it succeeds, its outcome is not retried, the policy
+// gives up, or ctx ends; see [DoValue], whose rules it follows with no
+// value.
+//
+// Do panics if ctx or fn is nil.
+func (p Policy) Do(ctx context.Context, fn func(context.Context) error) error {
+	if fn == nil {
+		panic("retries: Policy.Do with a nil function")
+	}
+	_, err := run(ctx, &p, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) }, false)
+	return err
+}
+
+// DoValue calls fn under p until it succeeds, its outcome is not retried,
+// p gives up, or ctx ends, and returns the last value fn returned with:
+//   - a nil error, when an attempt succeeded and p does not retry its value;
+//   - the attempt's error itself, when p does not retry it;
+//   - the inner error, unwrapped, when fn returned [backoff.Permanent](err);
+//   - what p's exhaustion rule gives, when p gave up: a [*RetryError], the
+//     last error ([WithReraise]), or the callback's error ([WithOnExhausted]);
+//   - a [*RetryError] that matches both the context's error and the last
+//     attempt's error, when ctx ended the call: during a wait, during an
+//     attempt whose outcome was retryable, or because the next wait would
+//     end at or after ctx's deadline (then the error matches
+//     [context.DeadlineExceeded] although ctx is not yet done).
+//
+// If ctx is already done, fn is not called and DoValue returns ctx's error.
+// A panic in fn propagates and is not retried. DoValue never retries once
+// ctx is done, whatever the predicate says.
+//
+// DoValue panics if ctx or fn is nil.
+func DoValue[T any](ctx context.Context, p Policy, fn func(context.Context) (T, error)) (T, error) {
+	if fn == nil {
+		panic("retries: DoValue with a nil function")
+	}
+	return run(ctx, &p, fn, true)
+}
+
+// run is the retry loop shared by Do and DoValue. hasValue is false for Do,
+// whose T is struct{} and whose values are never shown to predicates.
+func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), hasValue bool) (T, error) {
+	if ctx == nil {
+		panic("retries: nil Context")
+	}
+	if ctx.Err() != nil {
+		var zero T
+		return zero, errBeforeStart(ctx)
+	}
+	var (
+		st      State
+		start   time.Time
+		w       waiter // this call's wait, begun at the first retry
+		waitSet bool
+	)
+	if p.clockFirst {
+		start = time.Now()
+	}
+	for {
+		st.Attempt++
+		if p.before != nil {
+			p.before(State{Attempt: st.Attempt, Elapsed: time.Since(start), Slept: st.Slept, PrevWait: st.PrevWait})
+		}
+		v, err := fn(ctx)
+		if err == nil && !(hasValue && p.valueRetry) {
+			return v, nil
+		}
+		if err != nil {
+			if pe := findPermanent(err); pe != nil {
+				return v, pe.Err
+			}
+		}
+		var boxed any
+		if hasValue {
+			boxed = v
+		}
+		if !p.retry.match(boxed, err) {
+			return v, err
+		}
+
+		now := time.Now()
+		if start.IsZero() {
+			start = now
+		}
+		st.Elapsed, st.Err, st.Value, st.Wait = now.Sub(start), err, boxed, 0
+		if p.after != nil {
+			p.after(st)
+		}
+		if ctx.Err() != nil {
+			return v, ctxEnded(ctx, &st, nil)
+		}
+		if !waitSet {
+			w, waitSet = p.wait.begin(), true
+		}
+		var d time.Duration
+		if w != nil {
+			d = w.next(st)
+		}
+		if d < 0 { // the backoff adapter said backoff.Stop
+			return v, p.exhausted(&st)
+		}
+		st.Wait = d
+		if p.stop.check(st) {
+			return v, p.exhausted(&st)
+		}
+		if dl, ok := ctx.Deadline(); ok && d >= dl.Sub(now) {
+			return v, ctxEnded(ctx, &st, context.DeadlineExceeded)
+		}
+		if p.beforeSleep != nil {
+			p.beforeSleep(st)
+		}
+		if !sleep(ctx, d) {
+			return v, ctxEnded(ctx, &st, nil)
+		}
+		st.Slept = addSat(st.Slept, d)
+		st.PrevWait = d
+		if boxed != nil {
+			p.discardValue(boxed)
+		}
+	}
+}
+
+// sleep waits d or until ctx is done, and reports whether it waited d.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (p *Policy) discardValue(v any) {
+	if p.customFinal {
+		p.discard(v)
+		return
+	}
+	if r, ok := v.(*http.Response); ok {
+		discardBody(r)
+	}
+}
+
+// exhausted applies the policy's exhaustion rule to the last outcome.
+func (p *Policy) exhausted(st *State) error {
+	switch {
+	case p.onExhausted != nil:
+		return p.onExhausted(*st)
+	case p.reraise && st.Err != nil:
+		return st.Err
+	}
+	return newRetryError(st, nil, nil)
+}
+
+// findPermanent returns the first *backoff.PermanentError in err's tree, or
+// nil. It walks the tree itself, where errors.As would allocate its target.
+func findPermanent(err error) *backoff.PermanentError {
+	for err != nil {
+		switch e := err.(type) {
+		case *backoff.PermanentError:
+			return e
+		case interface{ Unwrap() error }:
+			err = e.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				if pe := findPermanent(inner); pe != nil {
+					return pe
+				}
+			}
+			return nil
+		default:
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,164 @@
+package retries
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// StatusError reports an HTTP response with a 4xx or 5xx status, as returned
+// by [CheckStatus]: the Go counterpart of the HTTPError that requests'
+// raise_for_status raises, which [Visit] retries.
+//
+// Its message names the method, the URL with any password removed and the
+// status, and never request headers or bodies.
+type StatusError struct {
+	// StatusCode is the response's status code, such as 503.
+	StatusCode int
+	// Status is the response's status line, such as "503 Service Unavailable".
+	Status string
+	// Method and URL identify the request; URL has its password redacted.
+	Method, URL string
+	// Header is the response's header, for fields such as Retry-After.
+	Header http.Header
+	// Body holds up to the first 4 KiB of the response body, which
+	// CheckStatus has read and closed.
+	Body []byte
+}
+
+// Error returns "retries: GET http://host/path: 503 Service Unavailable".
+func (e *StatusError) Error() string {
+	status := e.Status
+	if status == "" {
+		status = strconv.Itoa(e.StatusCode)
+	}
+	switch {
+	case e.Method == "" && e.URL == "":
+		return "retries: HTTP status " + status
+	case e.Method == "":
+		return "retries: " + e.URL + ": " + status
+	}
+	return "retries: " + e.Method + " " + e.URL + ": " + status
+}
+
+// maxDrain bounds how much of a body is read before it is closed: enough to
+// let net/http reuse the connection for small error bodies, small enough
+// that a huge body is dropped instead of read.
+const maxDrain = 4 << 10
+
+// CheckStatus returns a [*StatusError] when resp has a 4xx or 5xx status, and
+// nil otherwise (including for a nil resp). It is the analogue of
+// raise_for_status. On error it reads up to 4 KiB of the body into
+// StatusError.Body and closes the body, so the connection can be reused and
+// nothing leaks when the error is retried; the caller must not read resp.Body
+// after CheckStatus returns an error.
+func CheckStatus(resp *http.Response) error {
+	if resp == nil || resp.StatusCode < 400 || resp.StatusCode > 599 {
+		return nil
+	}
+	e := &StatusError{StatusCode: resp.StatusCode, Status: resp.Status, Header: resp.Header}
+	if req := resp.Request; req != nil {
+		e.Method = req.Method
+		if req.URL != nil {
+			e.URL = req.URL.Redacted()
+		}
+	}
+	if resp.Body != nil {
+		e.Body, _ = io.ReadAll(io.LimitReader(resp.Body, maxDrain))
+		discardBody(resp)
+	}
+	return e
+}
+
+// discardBody drains up to maxDrain bytes of resp's body and closes it.
+func discardBody(resp *http.Response) {
+	if resp == nil || resp.Body == nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
+	_ = resp.Body.Close()
+}
+
+// RetryIfStatus retries an outcome that carries one of codes as its HTTP
+// status, read in this order:
+//   - an error whose chain holds a [*StatusError] (found with errors.As);
+//   - a value that is a non-nil [*http.Response];
+//   - a non-nil value with a method StatusCode() int.
+//
+// Any other outcome, including a nil value and an error without a
+// StatusError, is not retried. pyvespa's retry_if_status reads only
+// returned values; reading StatusError as well lets the same predicate serve
+// code that turns statuses into errors with [CheckStatus].
+func RetryIfStatus(codes ...int) Predicate {
+	return Predicate{&statusPred{codes: slices.Clone(codes)}}
+}
+
+type statusPred struct{ codes []int }
+
+// statusCoder is a value that reports an HTTP status, like pyvespa's
+// VespaResponse.get_status_code.
+type statusCoder interface{ StatusCode() int }
+
+func (p *statusPred) match(v any, err error) bool {
+	code, ok := statusOf(v, err)
+	return ok && slices.Contains(p.codes, code)
+}
+
+func (*statusPred) onValue() bool { return true }
+
+func (p *statusPred) String() string {
+	parts := make([]string, len(p.codes))
+	for i, c := range p.codes {
+		parts[i] = strconv.Itoa(c)
+	}
+	return "RetryIfStatus(" + strings.Join(parts, ", ") + ")"
+}
+
+// statusOf returns the HTTP status an outcome carries, if any.
+func statusOf(v any, err error) (int, bool) {
+	if err != nil {
+		var se *StatusError
+		if errors.As(err, &se) {
+			return se.StatusCode, true
+		}
+		return 0, false
+	}
+	switch r := v.(type) {
+	case nil:
+		return 0, false
+	case *http.Response:
+		if r == nil {
+			return 0, false
+		}
+		return r.StatusCode, true
+	case statusCoder:
+		if isNilPointer(v) {
+			return 0, false
+		}
+		return r.StatusCode(), true
+	}
+	return 0, false
+}
+
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Interface, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
+}
+
+// describeValue names a retried value in an error message without printing
+// it (a value may hold secrets): its type, and its status when it has one.
+func describeValue(v any) string {
+	if code, ok := statusOf(v, nil); ok {
+		return fmt.Sprintf("%T with status %d", v, code)
+	}
+	return fmt.Sprintf("%T", v)
+}

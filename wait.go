@@ -1,0 +1,564 @@
+package retries
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Wait decides how long a [Policy] pauses before the next attempt. It is
+// computed after every retried attempt, before the [Stop] is checked, from the
+// [State] of the attempt that just ended: State.Attempt is 1 for the pause
+// after the first attempt.
+//
+// Waits are immutable values built by the Wait… functions and are safe to
+// share. Every wait is computed in floating point and saturates: it is never
+// negative and never more than the largest [time.Duration], whatever the
+// attempt number, so a policy that never stops cannot overflow. Random waits
+// draw from math/rand/v2's goroutine-safe generator.
+//
+// The zero Wait does not wait.
+type Wait struct {
+	w waiter
+}
+
+type waiter interface {
+	// next returns the wait after the attempt in s, or stopWait to give up.
+	next(s State) time.Duration
+	// bounds returns the least and the greatest wait next can return for s.
+	bounds(s State) (lo, hi time.Duration)
+	String() string
+}
+
+// perCall is implemented by waits that keep state for one call to Do (the
+// backoff adapter). start returns a waiter private to that call.
+type perCall interface {
+	start() waiter
+}
+
+// stopWait is what a waiter returns when it asks the policy to give up; only
+// the backoff adapter does, when its BackOff returns backoff.Stop.
+const stopWait time.Duration = -1
+
+// maxWait is the largest time.Duration, where every wait saturates.
+const maxWait = time.Duration(math.MaxInt64)
+
+// Duration returns the wait that follows the attempt described by s. Random
+// waits draw a new value on each call; a wait built by [WaitBackOff] starts a
+// fresh BackOff on each call, so Duration reports its first value.
+func (w Wait) Duration(s State) time.Duration {
+	if w.w == nil {
+		return 0
+	}
+	d := w.begin().next(s)
+	if d < 0 {
+		return 0
+	}
+	return d
+}
+
+// Bounds returns the least and the greatest wait that can follow the attempt
+// described by s: equal for deterministic waits, the ends of the range for
+// random ones. For [WaitFunc] both are f's result, and for [WaitBackOff]
+// both are a fresh BackOff's first value.
+func (w Wait) Bounds(s State) (min, max time.Duration) {
+	if w.w == nil {
+		return 0, 0
+	}
+	return w.w.bounds(s)
+}
+
+// begin returns the waiter to use for one call to Do.
+func (w Wait) begin() waiter {
+	if pc, ok := w.w.(perCall); ok {
+		return pc.start()
+	}
+	return w.w
+}
+
+// String describes the wait and its parameters, as in
+// "WaitExponential(multiplier=1s, base=2, min=0s, max=3s)".
+func (w Wait) String() string {
+	if w.w == nil {
+		return "WaitNone()"
+	}
+	return w.w.String()
+}
+
+func (w Wait) usesClock() bool {
+	switch v := w.w.(type) {
+	case waitFunc:
+		return true
+	case *waitList:
+		for _, p := range v.parts {
+			if p.usesClock() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (w Wait) next(s State) time.Duration {
+	if w.w == nil {
+		return 0
+	}
+	return w.w.next(s)
+}
+
+// WaitNone does not wait between attempts. It equals the zero Wait.
+func WaitNone() Wait { return Wait{} }
+
+// WaitFixed waits d between attempts.
+//
+// WaitFixed panics if d is negative.
+func WaitFixed(d time.Duration) Wait {
+	checkNonNegative("WaitFixed", "d", d)
+	return Wait{fixed{d: d}}
+}
+
+type fixed struct{ d time.Duration }
+
+func (f fixed) next(State) time.Duration            { return f.d }
+func (f fixed) bounds(State) (lo, hi time.Duration) { return f.d, f.d }
+func (f fixed) String() string                      { return fmt.Sprintf("WaitFixed(%v)", f.d) }
+
+// WaitRandom waits a uniformly random duration in [min, max].
+//
+// WaitRandom panics if min or max is negative or if min > max.
+func WaitRandom(min, max time.Duration) Wait {
+	checkNonNegative("WaitRandom", "min", min)
+	checkNonNegative("WaitRandom", "max", max)
+	if min > max {
+		panic(fmt.Sprintf("retries: WaitRandom(%v, %v): min > max", min, max))
+	}
+	return Wait{random{min: min, max: max}}
+}
+
+type random struct{ min, max time.Duration }
+
+func (r random) next(State) time.Duration            { return r.at(rand.Float64()) }
+func (r random) bounds(State) (lo, hi time.Duration) { return r.min, r.max }
+
+// at returns the wait for the uniform draw u in [0, 1].
+func (r random) at(u float64) time.Duration {
+	return fromNanos(float64(r.min) + u*(float64(r.max)-float64(r.min)))
+}
+func (r random) String() string { return fmt.Sprintf("WaitRandom(%v, %v)", r.min, r.max) }
+
+// WaitIncrementing waits start after the first attempt and increment more
+// after each later one: start + increment×(n−1) for attempt n, never less
+// than 0 and, when max is not 0, never more than max. The increment may be
+// negative, for waits that shrink to 0.
+//
+// WaitIncrementing panics if start or max is negative.
+func WaitIncrementing(start, increment, max time.Duration) Wait {
+	checkNonNegative("WaitIncrementing", "start", start)
+	checkNonNegative("WaitIncrementing", "max", max)
+	return Wait{incrementing{start: start, inc: increment, max: max}}
+}
+
+type incrementing struct{ start, inc, max time.Duration }
+
+func (w incrementing) next(s State) time.Duration {
+	d := fromNanos(float64(w.start) + float64(w.inc)*float64(s.Attempt-1))
+	if w.max > 0 && d > w.max {
+		d = w.max
+	}
+	return d
+}
+
+func (w incrementing) bounds(s State) (lo, hi time.Duration) { d := w.next(s); return d, d }
+
+func (w incrementing) String() string {
+	return fmt.Sprintf("WaitIncrementing(start=%v, increment=%v, max=%s)", w.start, w.inc, capString(w.max))
+}
+
+// Exponential holds the parameters of the exponential waits: the wait after
+// attempt n is Multiplier × Base^(n−1), clamped to [Min, Max]. When Min is
+// more than Max, Min wins, as in tenacity.
+type Exponential struct {
+	// Multiplier is the wait after the first attempt. Zero means 1 s,
+	// tenacity's default.
+	Multiplier time.Duration
+	// Base is the growth factor between attempts. Zero means 2.
+	Base float64
+	// Min is the smallest wait. Zero means no lower bound.
+	Min time.Duration
+	// Max is the largest wait. Zero means no upper bound (the largest
+	// time.Duration).
+	Max time.Duration
+}
+
+// norm fills in the defaults and checks the parameters.
+func (e Exponential) norm(fn string) Exponential {
+	checkNonNegative(fn, "Multiplier", e.Multiplier)
+	checkNonNegative(fn, "Min", e.Min)
+	checkNonNegative(fn, "Max", e.Max)
+	if e.Base < 0 || math.IsNaN(e.Base) || math.IsInf(e.Base, 0) {
+		panic(fmt.Sprintf("retries: %s: Base %v is not a positive finite number", fn, e.Base))
+	}
+	if e.Multiplier == 0 {
+		e.Multiplier = time.Second
+	}
+	if e.Base == 0 {
+		e.Base = 2
+	}
+	if e.Max == 0 {
+		e.Max = maxWait
+	}
+	return e
+}
+
+// high returns Multiplier × Base^(n−1) clamped to [Min, Max], in float
+// nanoseconds, without ever forming Inf × 0 or an out-of-range conversion.
+func (e Exponential) high(n int) float64 {
+	lo, hi := float64(e.Min), float64(e.Max)
+	v := float64(e.Multiplier) * math.Pow(e.Base, float64(n-1))
+	if v > hi || math.IsNaN(v) { // NaN cannot happen with a positive multiplier; be safe
+		v = hi
+	}
+	if v < lo {
+		v = lo
+	}
+	return v
+}
+
+func (e Exponential) String() string {
+	return fmt.Sprintf("multiplier=%v, base=%g, min=%v, max=%s", e.Multiplier, e.Base, e.Min, capString(e.Max))
+}
+
+// WaitExponential waits Multiplier × Base^(n−1) after attempt n, clamped to
+// [Min, Max] (tenacity's wait_exponential). With the zero Exponential it
+// waits 1 s, 2 s, 4 s, … up to the largest time.Duration.
+//
+// WaitExponential panics if a duration in e is negative or e.Base is negative
+// or not finite.
+func WaitExponential(e Exponential) Wait {
+	return Wait{expo{e.norm("WaitExponential")}}
+}
+
+type expo struct{ e Exponential }
+
+func (w expo) next(s State) time.Duration            { return fromNanos(w.e.high(s.Attempt)) }
+func (w expo) bounds(s State) (lo, hi time.Duration) { d := w.next(s); return d, d }
+func (w expo) String() string                        { return "WaitExponential(" + w.e.String() + ")" }
+
+// WaitRandomExponential waits a uniformly random duration between e.Min and
+// the [WaitExponential] value for the same attempt: full jitter (tenacity's
+// wait_random_exponential, since 9.0). Concurrent callers that fail together
+// spread out instead of retrying in lockstep.
+//
+// WaitRandomExponential panics on the same parameters as [WaitExponential].
+func WaitRandomExponential(e Exponential) Wait {
+	return Wait{randExpo{e.norm("WaitRandomExponential")}}
+}
+
+type randExpo struct{ e Exponential }
+
+func (w randExpo) next(s State) time.Duration { return w.at(s.Attempt, rand.Float64()) }
+func (w randExpo) bounds(s State) (lo, hi time.Duration) {
+	return w.at(s.Attempt, 0), w.at(s.Attempt, 1)
+}
+
+// at returns the wait after attempt n for the uniform draw u in [0, 1].
+func (w randExpo) at(n int, u float64) time.Duration {
+	lo := float64(w.e.Min)
+	hi := w.e.high(n)
+	return fromNanos(lo + u*(hi-lo))
+}
+func (w randExpo) String() string { return "WaitRandomExponential(" + w.e.String() + ")" }
+
+// WaitExponentialJitter waits Multiplier × Base^(n−1) plus a uniformly random
+// duration in [0, jitter], then clamps the sum to [e.Min, e.Max]
+// (tenacity's wait_exponential_jitter). Once the exponential part reaches
+// Max, the wait is exactly Max.
+//
+// WaitExponentialJitter panics on the parameters [WaitExponential] refuses and
+// on a negative jitter.
+func WaitExponentialJitter(e Exponential, jitter time.Duration) Wait {
+	checkNonNegative("WaitExponentialJitter", "jitter", jitter)
+	return Wait{expoJitter{e: e.norm("WaitExponentialJitter"), jitter: jitter}}
+}
+
+type expoJitter struct {
+	e      Exponential
+	jitter time.Duration
+}
+
+func (w expoJitter) next(s State) time.Duration { return w.at(s.Attempt, rand.Float64()) }
+func (w expoJitter) bounds(s State) (lo, hi time.Duration) {
+	return w.at(s.Attempt, 0), w.at(s.Attempt, 1)
+}
+
+func (w expoJitter) at(n int, u float64) time.Duration {
+	v := float64(w.e.Multiplier)*math.Pow(w.e.Base, float64(n-1)) + u*float64(w.jitter)
+	v = math.Min(v, float64(w.e.Max))
+	v = math.Max(v, float64(w.e.Min))
+	return fromNanos(v)
+}
+
+func (w expoJitter) String() string {
+	return fmt.Sprintf("WaitExponentialJitter(%s, jitter=%v)", w.e, w.jitter)
+}
+
+// WaitDecorrelatedJitter waits a uniformly random duration between base and
+// three times the previous wait (base for the first), capped at max: the
+// "decorrelated jitter" of Marc Brooker's AWS Architecture Blog article on
+// backoff. The previous wait is [State.PrevWait], the pause slept before the
+// attempt that just ended.
+//
+// WaitDecorrelatedJitter panics if base is not positive or max < base.
+func WaitDecorrelatedJitter(base, max time.Duration) Wait {
+	if base <= 0 || max < base {
+		panic(fmt.Sprintf("retries: WaitDecorrelatedJitter(%v, %v): need 0 < base <= max", base, max))
+	}
+	return Wait{decorrelated{base: base, max: max}}
+}
+
+type decorrelated struct{ base, max time.Duration }
+
+func (w decorrelated) next(s State) time.Duration { return w.at(s.PrevWait, rand.Float64()) }
+func (w decorrelated) bounds(s State) (lo, hi time.Duration) {
+	return w.at(s.PrevWait, 0), w.at(s.PrevWait, 1)
+}
+
+func (w decorrelated) at(prev time.Duration, u float64) time.Duration {
+	lo := float64(w.base)
+	hi := math.Max(lo, 3*float64(prev))
+	return min(fromNanos(lo+u*(hi-lo)), w.max)
+}
+
+func (w decorrelated) String() string {
+	return fmt.Sprintf("WaitDecorrelatedJitter(base=%v, max=%v)", w.base, w.max)
+}
+
+// WaitGoldenJitter waits 0.1 s × 1.618^(n−1) plus a uniformly random duration
+// in [0, 1 s] after attempt n: pyvespa's wait_golden_jitter, which
+// [SyncRequest] uses. Like pyvespa's, it has no cap; unlike Python, which
+// raises OverflowError from attempt 1477 on, it saturates at the largest
+// time.Duration (reached near attempt 48).
+func WaitGoldenJitter() Wait { return Wait{golden{}} }
+
+type golden struct{}
+
+func (golden) next(s State) time.Duration { return golden{}.at(s.Attempt, rand.Float64()) }
+func (golden) bounds(s State) (lo, hi time.Duration) {
+	return golden{}.at(s.Attempt, 0), golden{}.at(s.Attempt, 1)
+}
+
+func (golden) at(n int, u float64) time.Duration {
+	return fromNanos(1e8*math.Pow(1.618, float64(n-1)) + u*1e9)
+}
+func (golden) String() string { return "WaitGoldenJitter(0.1s × 1.618^(n−1) + U(0, 1s))" }
+
+// WaitChain uses waits[0] after the first attempt, waits[1] after the second,
+// and so on, repeating the last one for every later attempt. Each wait is
+// given the real attempt number, as in tenacity's wait_chain, so
+// WaitChain(WaitFixed(time.Second), WaitExponential(Exponential{})) waits
+// 1 s, 2 s, 4 s, ….
+//
+// WaitChain panics when called with no waits.
+func WaitChain(waits ...Wait) Wait {
+	if len(waits) == 0 {
+		panic("retries: WaitChain needs at least one wait")
+	}
+	return Wait{&waitList{chain: true, parts: append([]Wait(nil), waits...)}}
+}
+
+// WaitCombine waits the sum of waits, saturating at the largest
+// time.Duration: WaitCombine(WaitFixed(time.Second), WaitRandom(0, time.Second))
+// waits between 1 s and 2 s. With no waits it does not wait.
+func WaitCombine(waits ...Wait) Wait {
+	return Wait{&waitList{chain: false, parts: append([]Wait(nil), waits...)}}
+}
+
+type waitList struct {
+	chain bool
+	parts []Wait
+}
+
+func (l *waitList) next(s State) time.Duration {
+	if l.chain {
+		i := min(max(s.Attempt, 1), len(l.parts)) - 1
+		return l.parts[i].next(s)
+	}
+	var sum time.Duration
+	for _, p := range l.parts {
+		d := p.next(s)
+		if d < 0 {
+			return stopWait
+		}
+		sum = addSat(sum, d)
+	}
+	return sum
+}
+
+func (l *waitList) bounds(s State) (lo, hi time.Duration) {
+	if l.chain {
+		i := min(max(s.Attempt, 1), len(l.parts)) - 1
+		return l.parts[i].Bounds(s)
+	}
+	for _, p := range l.parts {
+		plo, phi := p.Bounds(s)
+		lo, hi = addSat(lo, plo), addSat(hi, phi)
+	}
+	return lo, hi
+}
+
+// start gives the list its own per-call parts when one of them keeps state.
+func (l *waitList) start() waiter {
+	var parts []Wait
+	for i, p := range l.parts {
+		if _, ok := p.w.(perCall); !ok {
+			continue
+		}
+		if parts == nil {
+			parts = append([]Wait(nil), l.parts...)
+		}
+		parts[i] = Wait{p.begin()}
+	}
+	if parts == nil {
+		return l
+	}
+	return &waitList{chain: l.chain, parts: parts}
+}
+
+func (l *waitList) String() string {
+	name := "WaitCombine"
+	if l.chain {
+		name = "WaitChain"
+	}
+	return name + "(" + joinStrings(l.parts) + ")"
+}
+
+// WaitFunc waits what f returns for the state of the attempt that just ended;
+// a negative result counts as 0. f runs on the goroutine that called Do and
+// must not block.
+//
+// WaitFunc panics if f is nil.
+func WaitFunc(f func(State) time.Duration) Wait {
+	if f == nil {
+		panic("retries: WaitFunc(nil)")
+	}
+	return Wait{waitFunc{f: &f, name: funcName(f)}}
+}
+
+type waitFunc struct {
+	f    *func(State) time.Duration
+	name string
+}
+
+func (w waitFunc) next(s State) time.Duration            { return max((*w.f)(s), 0) }
+func (w waitFunc) bounds(s State) (lo, hi time.Duration) { d := w.next(s); return d, d }
+func (w waitFunc) String() string                        { return "WaitFunc(" + w.name + ")" }
+
+// WaitBackOff adapts a [backoff.BackOff] from github.com/cenkalti/backoff/v4
+// into a Wait. A BackOff keeps state and is not safe for concurrent use, so
+// WaitBackOff takes a function that makes one: every call to Do makes a fresh
+// BackOff, resets it, and asks it for one NextBackOff per retried attempt.
+// When the BackOff returns [backoff.Stop], the policy gives up as if its
+// [Stop] had fired.
+//
+// WaitBackOff panics if newBackOff is nil; Do panics if it returns nil.
+func WaitBackOff(newBackOff func() backoff.BackOff) Wait {
+	if newBackOff == nil {
+		panic("retries: WaitBackOff(nil)")
+	}
+	return Wait{backOffWait{newB: &newBackOff, name: funcName(newBackOff)}}
+}
+
+type backOffWait struct {
+	newB *func() backoff.BackOff
+	name string
+}
+
+func (w backOffWait) start() waiter {
+	b := (*w.newB)()
+	if b == nil {
+		panic("retries: WaitBackOff: " + w.name + " returned a nil BackOff")
+	}
+	b.Reset()
+	return &backOffRun{b: b, name: w.name}
+}
+
+// next is used only when a caller asks a shared Wait for a duration; the
+// executor always calls start first.
+func (w backOffWait) next(s State) time.Duration { return w.start().next(s) }
+func (w backOffWait) bounds(s State) (lo, hi time.Duration) {
+	d := max(w.next(s), 0)
+	return d, d
+}
+func (w backOffWait) String() string { return "WaitBackOff(" + w.name + ")" }
+
+type backOffRun struct {
+	b    backoff.BackOff
+	name string
+}
+
+func (r *backOffRun) next(State) time.Duration {
+	d := r.b.NextBackOff()
+	if d == backoff.Stop {
+		return stopWait
+	}
+	return max(d, 0)
+}
+func (r *backOffRun) bounds(s State) (lo, hi time.Duration) {
+	d := max(r.next(s), 0)
+	return d, d
+}
+func (r *backOffRun) String() string { return "WaitBackOff(" + r.name + ")" }
+
+// fromNanos converts a wait in float nanoseconds to a Duration, saturating:
+// NaN and negative values give 0, values at or past the largest Duration give
+// the largest Duration.
+func fromNanos(ns float64) time.Duration {
+	switch {
+	case !(ns > 0): // also NaN
+		return 0
+	case ns >= float64(maxWait): // float64(MaxInt64) rounds up to 2^63
+		return maxWait
+	}
+	return time.Duration(ns)
+}
+
+// addSat adds two non-negative durations, saturating at the largest Duration.
+func addSat(a, b time.Duration) time.Duration {
+	if s := a + b; s >= a {
+		return s
+	}
+	return maxWait
+}
+
+func capString(d time.Duration) string {
+	if d == 0 || d == maxWait {
+		return "none"
+	}
+	return d.String()
+}
+
+func checkNonNegative(fn, name string, d time.Duration) {
+	if d < 0 {
+		panic(fmt.Sprintf("retries: %s: negative %s %v", fn, name, d))
+	}
+}
+
+// funcName names a function for String methods: "retries.IsConnectionError"
+// for a package-level function, "pkg.Outer.func1" for a closure.
+func funcName(f any) string {
+	rf := runtime.FuncForPC(reflect.ValueOf(f).Pointer())
+	if rf == nil {
+		return "func"
+	}
+	name := rf.Name()
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	return name
+}
