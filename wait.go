@@ -343,7 +343,7 @@ func (w decorrelated) String() string {
 // in [0, 1 s] after attempt n: pyvespa's wait_golden_jitter, which
 // [SyncRequest] uses. Like pyvespa's, it has no cap; unlike Python, which
 // raises OverflowError from attempt 1477 on, it saturates at the largest
-// time.Duration (reached near attempt 48).
+// time.Duration (from attempt 54 on).
 func WaitGoldenJitter() Wait { return Wait{golden{}} }
 
 type golden struct{}
