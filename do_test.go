@@ -28,12 +28,12 @@ func TestZeroPolicyMakesOneAttempt(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var p retries.Policy
-		err, s := runErr(t, t.Context(), p, func(int) error { return errBoom })
+		s, err := runErr(t, t.Context(), p, func(int) error { return errBoom })
 		var re *retries.RetryError
 		if len(s.calls) != 1 || !errors.As(err, &re) || re.Attempts != 1 || !errors.Is(err, errBoom) {
 			t.Errorf("Do() = %v after %d calls, want a RetryError wrapping boom after 1", err, len(s.calls))
 		}
-		if err, s = runErr(t, t.Context(), p, func(int) error { return nil }); err != nil || len(s.calls) != 1 {
+		if s, err = runErr(t, t.Context(), p, func(int) error { return nil }); err != nil || len(s.calls) != 1 {
 			t.Errorf("Do() = %v after %d calls, want nil after 1", err, len(s.calls))
 		}
 	})
@@ -43,7 +43,7 @@ func TestNewRetriesAnyErrorByDefault(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		p := retries.New(retries.WithStop(retries.StopAfterAttempt(3)))
-		err, s := runErr(t, t.Context(), p, func(i int) error {
+		s, err := runErr(t, t.Context(), p, func(i int) error {
 			if i < 2 {
 				return errBoom
 			}
@@ -59,7 +59,7 @@ func TestNonRetryableErrorIsNotWrapped(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		p := retries.Query.Copy(retries.WithRetry(retries.RetryIfErrorIs(errOther)))
-		err, s := runErr(t, t.Context(), p, func(int) error { return errBoom })
+		s, err := runErr(t, t.Context(), p, func(int) error { return errBoom })
 		if err != errBoom || len(s.calls) != 1 {
 			t.Errorf("Do() = %v after %d calls, want boom itself after 1", err, len(s.calls))
 		}
@@ -78,7 +78,7 @@ func TestPermanentStopsAtOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				v, err, s := runValue(t, t.Context(), always(5, time.Second), func(int) (int, error) { return 7, tc.err })
+				v, s, err := runValue(t, t.Context(), always(5, time.Second), func(int) (int, error) { return 7, tc.err })
 				if err != errBoom || v != 7 || len(s.calls) != 1 {
 					t.Errorf("DoValue() = %d, %v after %d calls, want 7, boom itself after 1", v, err, len(s.calls))
 				}
@@ -105,13 +105,13 @@ func TestReraise(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		p := always(2, 0).Copy(retries.WithReraise(true))
-		if err, _ := runErr(t, t.Context(), p, func(int) error { return errBoom }); err != errBoom {
+		if _, err := runErr(t, t.Context(), p, func(int) error { return errBoom }); err != errBoom {
 			t.Errorf("Do() = %v, want boom itself", err)
 		}
 		// With a retried value there is nothing to re-raise: tenacity gives
 		// a RetryError (T38).
 		p = p.Copy(retries.WithRetry(retries.RetryIfValue(func(any) bool { return true })))
-		v, err, _ := runValue(t, t.Context(), p, func(i int) (int, error) { return 10 + i, nil })
+		v, _, err := runValue(t, t.Context(), p, func(i int) (int, error) { return 10 + i, nil })
 		var re *retries.RetryError
 		if !errors.As(err, &re) || re.Value != 11 || re.Err != nil || v != 11 || re.Attempts != 2 {
 			t.Errorf("DoValue() = %v, %v, want 11 and a RetryError holding 11 after 2 attempts", v, err)
@@ -131,7 +131,7 @@ func TestOnExhausted(t *testing.T) { // T39
 			seen = append(seen, s)
 			return errGaveUp
 		}))
-		err, s := runErr(t, t.Context(), p, func(int) error { return errBoom })
+		s, err := runErr(t, t.Context(), p, func(int) error { return errBoom })
 		if err != errGaveUp || len(s.calls) != 3 || len(seen) != 1 {
 			t.Fatalf("Do() = %v after %d calls and %d callbacks, want gave up after 3 and 1", err, len(s.calls), len(seen))
 		}
@@ -139,7 +139,7 @@ func TestOnExhausted(t *testing.T) { // T39
 			t.Errorf("callback state = %+v, want attempt 3, boom, slept 2s", got)
 		}
 		// The callback survives Copy, as retry_with keeps it.
-		if err, s = runErr(t, t.Context(), p.Copy(retries.WithStop(retries.StopAfterAttempt(5))), func(int) error { return errBoom }); err != errGaveUp || len(s.calls) != 5 {
+		if s, err = runErr(t, t.Context(), p.Copy(retries.WithStop(retries.StopAfterAttempt(5))), func(int) error { return errBoom }); err != errGaveUp || len(s.calls) != 5 {
 			t.Errorf("Do() = %v after %d calls, want gave up after 5", err, len(s.calls))
 		}
 	})
@@ -222,7 +222,7 @@ func TestCancelKeepsLastError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(500*time.Millisecond, cancel)
-		err, s := runErr(t, ctx, retries.DocV1, func(int) error { return errBoom })
+		s, err := runErr(t, ctx, retries.DocV1, func(int) error { return errBoom })
 		var re *retries.RetryError
 		if !errors.As(err, &re) || !errors.Is(err, context.Canceled) || !errors.Is(err, errBoom) || len(s.calls) != 1 {
 			t.Errorf("Do() = %v after %d calls, want a RetryError matching Canceled and boom after 1", err, len(s.calls))
@@ -239,7 +239,7 @@ func TestCancelCause(t *testing.T) {
 		errCause := errors.New("shutting down")
 		ctx, cancel := context.WithCancelCause(t.Context())
 		time.AfterFunc(500*time.Millisecond, func() { cancel(errCause) })
-		err, _ := runErr(t, ctx, always(3, time.Second), func(int) error { return errBoom })
+		_, err := runErr(t, ctx, always(3, time.Second), func(int) error { return errBoom })
 		if !errors.Is(err, context.Canceled) || !errors.Is(err, errCause) || !errors.Is(err, errBoom) {
 			t.Errorf("Do() = %v, want to match Canceled, the cause and boom", err)
 		}
@@ -265,7 +265,7 @@ func TestNoSleepPastDeadline(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), tc.timeout)
 				defer cancel()
 				start := time.Now()
-				err, s := runErr(t, ctx, always(10, time.Second), func(int) error { return errBoom })
+				s, err := runErr(t, ctx, always(10, time.Second), func(int) error { return errBoom })
 				if at := time.Since(start); at != tc.wantAt || len(s.calls) != tc.wantCalls {
 					t.Errorf("Do returned at %v after %d calls, want at %v after %d", at, len(s.calls), tc.wantAt, tc.wantCalls)
 				}
@@ -287,7 +287,7 @@ func TestContextErrorNotRetried(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
-		err, s := runErr(t, ctx, retries.DocV1, func(int) error {
+		s, err := runErr(t, ctx, retries.DocV1, func(int) error {
 			cancel()
 			return ctx.Err()
 		})
@@ -297,7 +297,7 @@ func TestContextErrorNotRetried(t *testing.T) {
 	})
 	// A per-attempt timeout is not the caller's context: it is retried.
 	synctest.Test(t, func(t *testing.T) {
-		err, s := runErr(t, t.Context(), retries.DocV1, func(i int) error {
+		s, err := runErr(t, t.Context(), retries.DocV1, func(i int) error {
 			if i == 0 {
 				ctx, cancel := context.WithTimeout(t.Context(), time.Millisecond)
 				defer cancel()
@@ -316,7 +316,7 @@ func TestStatistics(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		p := retries.New(retries.WithStop(retries.StopAfterAttempt(4)), retries.WithWait(retries.WaitExponential(retries.Exponential{})))
-		err, _ := runErr(t, t.Context(), p, func(int) error {
+		_, err := runErr(t, t.Context(), p, func(int) error {
 			time.Sleep(100 * time.Millisecond) // the attempt's own duration, fake time
 			return errBoom
 		})
@@ -330,7 +330,7 @@ func TestStatistics(t *testing.T) {
 			t.Errorf("RetryError = %+v, want 4 attempts, slept 7s, elapsed 7.3s", re)
 		}
 		p = p.Copy(retries.WithBefore(func(retries.State) {}))
-		err, _ = runErr(t, t.Context(), p, func(int) error {
+		_, err = runErr(t, t.Context(), p, func(int) error {
 			time.Sleep(100 * time.Millisecond)
 			return errBoom
 		})
@@ -344,7 +344,7 @@ func TestStopAfterDelayCountsFromFirstAttempt(t *testing.T) { // T27 in the engi
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		p := retries.New(retries.WithStop(retries.StopAfterDelay(3*time.Second)), retries.WithWait(retries.WaitFixed(time.Second)))
-		err, s := runErr(t, t.Context(), p, func(int) error {
+		s, err := runErr(t, t.Context(), p, func(int) error {
 			time.Sleep(500 * time.Millisecond)
 			return errBoom
 		})
@@ -353,7 +353,7 @@ func TestStopAfterDelayCountsFromFirstAttempt(t *testing.T) { // T27 in the engi
 			t.Errorf("Do() = %v after %d calls, want boom after 3", err, len(s.calls))
 		}
 		p = p.Copy(retries.WithStop(retries.StopBeforeDelay(3 * time.Second)))
-		_, s = runErr(t, t.Context(), p, func(int) error {
+		s, _ = runErr(t, t.Context(), p, func(int) error {
 			time.Sleep(500 * time.Millisecond)
 			return errBoom
 		})
@@ -372,7 +372,7 @@ func TestWaitChainInEngine(t *testing.T) { // T23
 			retries.WithWait(retries.WaitChain(retries.WaitFixed(time.Second), retries.WaitFixed(2*time.Second), retries.WaitFixed(3*time.Second))),
 			retries.WithRetry(retries.RetryIfValue(func(v any) bool { return v == 1 })),
 		)
-		_, err, s := runValue(t, t.Context(), p, func(int) (int, error) { return 1, nil })
+		_, s, err := runValue(t, t.Context(), p, func(int) (int, error) { return 1, nil })
 		if want := []time.Duration{1e9, 2e9, 3e9, 3e9}; !slices.Equal(s.sleeps(), want) {
 			t.Errorf("sleeps = %v, want %v", s.sleeps(), want)
 		}
@@ -393,7 +393,7 @@ func TestWaitBackOff(t *testing.T) {
 		)
 		// backoff.Stop after 2 retries ends the call as the policy's stop.
 		for range 2 { // a fresh BackOff per call: both calls see the full schedule
-			err, s := runErr(t, t.Context(), p, func(int) error { return errBoom })
+			s, err := runErr(t, t.Context(), p, func(int) error { return errBoom })
 			var re *retries.RetryError
 			if !errors.As(err, &re) || re.Attempts != 3 || !slices.Equal(s.sleeps(), []time.Duration{time.Second, time.Second}) {
 				t.Errorf("Do() = %v with sleeps %v, want a RetryError after 3 attempts and 1s, 1s", err, s.sleeps())

@@ -37,7 +37,7 @@ func (s schedule) sleeps() []time.Duration {
 // runValue runs DoValue under p with fn called as fn(i) for the 0-based call
 // number i, and records when each call happened. It must run inside a
 // synctest bubble.
-func runValue[T any](t *testing.T, ctx context.Context, p retries.Policy, fn func(i int) (T, error)) (T, error, schedule) {
+func runValue[T any](t *testing.T, ctx context.Context, p retries.Policy, fn func(i int) (T, error)) (T, schedule, error) {
 	t.Helper()
 	var s schedule
 	start := time.Now()
@@ -46,11 +46,11 @@ func runValue[T any](t *testing.T, ctx context.Context, p retries.Policy, fn fun
 		s.calls = append(s.calls, time.Since(start))
 		return fn(i)
 	})
-	return v, err, s
+	return v, s, err
 }
 
 // runErr is runValue for Policy.Do.
-func runErr(t *testing.T, ctx context.Context, p retries.Policy, fn func(i int) error) (error, schedule) {
+func runErr(t *testing.T, ctx context.Context, p retries.Policy, fn func(i int) error) (schedule, error) {
 	t.Helper()
 	var s schedule
 	start := time.Now()
@@ -59,7 +59,7 @@ func runErr(t *testing.T, ctx context.Context, p retries.Policy, fn func(i int) 
 		s.calls = append(s.calls, time.Since(start))
 		return fn(i)
 	})
-	return err, s
+	return s, err
 }
 
 // trackedBody is a response body that records reads and closes.

@@ -87,7 +87,7 @@ func TestQuery(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		distinct := map[time.Duration]bool{}
 		for range 200 {
-			err, s := runErr(t, t.Context(), retries.Query, func(int) error { return errBoom })
+			s, err := runErr(t, t.Context(), retries.Query, func(int) error { return errBoom })
 			if len(s.calls) != 5 {
 				t.Fatalf("calls = %d, want 5", len(s.calls))
 			}
@@ -107,7 +107,7 @@ func TestQuery(t *testing.T) {
 		}
 	})
 	synctest.Test(t, func(t *testing.T) {
-		resp, err, s := runValue(t, t.Context(), retries.Query, statusSeq(503))
+		resp, s, err := runValue(t, t.Context(), retries.Query, statusSeq(503))
 		if err != nil || resp.StatusCode != 503 || len(s.calls) != 1 {
 			t.Errorf("DoValue(503) = %v, %v after %d calls, want the 503 after 1 call", resp.StatusCode, err, len(s.calls))
 		}
@@ -121,7 +121,7 @@ func TestDocV1(t *testing.T) {
 	t.Run("503_forever_returns_last_response", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var bodies []*trackedBody
-			resp, err, s := runValue(t, t.Context(), retries.DocV1, func(int) (*http.Response, error) {
+			resp, s, err := runValue(t, t.Context(), retries.DocV1, func(int) (*http.Response, error) {
 				r, b := response(503, "unavailable")
 				bodies = append(bodies, b)
 				return r, nil
@@ -147,7 +147,7 @@ func TestDocV1(t *testing.T) {
 	})
 	t.Run("error_forever_returns_last_error", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			err, s := runErr(t, t.Context(), retries.DocV1, func(int) error { return errBoom })
+			s, err := runErr(t, t.Context(), retries.DocV1, func(int) error { return errBoom })
 			if err != errBoom || len(s.calls) != 3 {
 				t.Errorf("Do() = %v after %d calls, want boom itself after 3", err, len(s.calls))
 			}
@@ -156,7 +156,7 @@ func TestDocV1(t *testing.T) {
 	t.Run("other_status_returned_at_once", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			for _, code := range []int{200, 404, 429, 500} {
-				resp, err, s := runValue(t, t.Context(), retries.DocV1, statusSeq(code))
+				resp, s, err := runValue(t, t.Context(), retries.DocV1, statusSeq(code))
 				if err != nil || resp.StatusCode != code || len(s.calls) != 1 {
 					t.Errorf("DoValue(%d) = %d, %v after %d calls, want it after 1", code, resp.StatusCode, err, len(s.calls))
 				}
@@ -172,7 +172,7 @@ func TestThrottle(t *testing.T) {
 	t.Run("429_then_200", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			codes := append(slices.Repeat([]int{429}, 25), 200)
-			resp, err, s := runValue(t, t.Context(), retries.Throttle, statusSeq(codes...))
+			resp, s, err := runValue(t, t.Context(), retries.Throttle, statusSeq(codes...))
 			if err != nil || resp.StatusCode != 200 || len(s.calls) != 26 {
 				t.Fatalf("DoValue() = %d, %v after %d calls, want 200 after 26", resp.StatusCode, err, len(s.calls))
 			}
@@ -187,7 +187,7 @@ func TestThrottle(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			const n = 2000
 			codes := append(slices.Repeat([]int{429}, n), 200)
-			resp, err, s := runValue(t, t.Context(), retries.Throttle, statusSeq(codes...))
+			resp, s, err := runValue(t, t.Context(), retries.Throttle, statusSeq(codes...))
 			if err != nil || resp.StatusCode != 200 || len(s.calls) != n+1 {
 				t.Fatalf("DoValue() = %d, %v after %d calls, want 200 after %d", resp.StatusCode, err, len(s.calls), n+1)
 			}
@@ -215,11 +215,11 @@ func TestThrottle(t *testing.T) {
 	})
 	t.Run("errors_and_other_statuses_pass_through", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			err, s := runErr(t, t.Context(), retries.Throttle, func(int) error { return errBoom })
+			s, err := runErr(t, t.Context(), retries.Throttle, func(int) error { return errBoom })
 			if err != errBoom || len(s.calls) != 1 {
 				t.Errorf("Do(error) = %v after %d calls, want boom after 1", err, len(s.calls))
 			}
-			resp, err, s := runValue(t, t.Context(), retries.Throttle, statusSeq(503))
+			resp, s, err := runValue(t, t.Context(), retries.Throttle, statusSeq(503))
 			if err != nil || resp.StatusCode != 503 || len(s.calls) != 1 {
 				t.Errorf("DoValue(503) = %d, %v after %d calls, want 503 after 1", resp.StatusCode, err, len(s.calls))
 			}
@@ -237,7 +237,7 @@ func TestSyncRequest(t *testing.T) {
 	connReset := func(int) error { return &netOpError{syscall.ECONNRESET} }
 	t.Run("429_429_200", func(t *testing.T) { // Y05
 		synctest.Test(t, func(t *testing.T) {
-			resp, err, s := runValue(t, t.Context(), retries.SyncRequest, statusSeq(429, 429, 200))
+			resp, s, err := runValue(t, t.Context(), retries.SyncRequest, statusSeq(429, 429, 200))
 			if err != nil || resp.StatusCode != 200 || len(s.calls) != 3 {
 				t.Errorf("DoValue() = %d, %v after %d calls, want 200 after 3", resp.StatusCode, err, len(s.calls))
 			}
@@ -245,7 +245,7 @@ func TestSyncRequest(t *testing.T) {
 	})
 	t.Run("always_429_default", func(t *testing.T) { // Y14
 		synctest.Test(t, func(t *testing.T) {
-			resp, err, s := runValue(t, t.Context(), retries.SyncRequest, statusSeq(429))
+			resp, s, err := runValue(t, t.Context(), retries.SyncRequest, statusSeq(429))
 			if err != nil || resp.StatusCode != 429 || len(s.calls) != 11 {
 				t.Fatalf("DoValue() = %d, %v after %d calls, want the 429 after 11", resp.StatusCode, err, len(s.calls))
 			}
@@ -265,7 +265,7 @@ func TestSyncRequest(t *testing.T) {
 	t.Run("num_retries_2_always_429", func(t *testing.T) { // Y06
 		synctest.Test(t, func(t *testing.T) {
 			p := retries.SyncRequest.Copy(retries.WithStop(retries.StopAfterAttempt(2 + 1)))
-			resp, err, s := runValue(t, t.Context(), p, statusSeq(429))
+			resp, s, err := runValue(t, t.Context(), p, statusSeq(429))
 			if err != nil || resp.StatusCode != 429 || len(s.calls) != 3 {
 				t.Errorf("DoValue() = %d, %v after %d calls, want the 429 and nil after 3", resp.StatusCode, err, len(s.calls))
 			}
@@ -274,7 +274,7 @@ func TestSyncRequest(t *testing.T) {
 	t.Run("num_retries_0_always_429", func(t *testing.T) { // Y13
 		synctest.Test(t, func(t *testing.T) {
 			p := retries.SyncRequest.Copy(retries.WithStop(retries.StopAfterAttempt(0 + 1)))
-			resp, err, s := runValue(t, t.Context(), p, statusSeq(429))
+			resp, s, err := runValue(t, t.Context(), p, statusSeq(429))
 			if err != nil || resp.StatusCode != 429 || len(s.calls) != 1 {
 				t.Errorf("DoValue() = %d, %v after %d calls, want the 429 after 1", resp.StatusCode, err, len(s.calls))
 			}
@@ -283,7 +283,7 @@ func TestSyncRequest(t *testing.T) {
 	t.Run("num_retries_1_connection_reset", func(t *testing.T) { // Y07
 		synctest.Test(t, func(t *testing.T) {
 			p := retries.SyncRequest.Copy(retries.WithStop(retries.StopAfterAttempt(1 + 1)))
-			err, s := runErr(t, t.Context(), p, connReset)
+			s, err := runErr(t, t.Context(), p, connReset)
 			var op *netOpError
 			if !errors.As(err, &op) || len(s.calls) != 2 {
 				t.Errorf("Do() = %v after %d calls, want the reset itself after 2", err, len(s.calls))
@@ -295,7 +295,7 @@ func TestSyncRequest(t *testing.T) {
 	})
 	t.Run("other_error_not_retried", func(t *testing.T) { // Y08
 		synctest.Test(t, func(t *testing.T) {
-			err, s := runErr(t, t.Context(), retries.SyncRequest, func(int) error { return errBoom })
+			s, err := runErr(t, t.Context(), retries.SyncRequest, func(int) error { return errBoom })
 			if err != errBoom || len(s.calls) != 1 {
 				t.Errorf("Do() = %v after %d calls, want boom after 1", err, len(s.calls))
 			}
@@ -303,7 +303,7 @@ func TestSyncRequest(t *testing.T) {
 	})
 	t.Run("503_not_retried", func(t *testing.T) { // Y09
 		synctest.Test(t, func(t *testing.T) {
-			resp, err, s := runValue(t, t.Context(), retries.SyncRequest, statusSeq(503))
+			resp, s, err := runValue(t, t.Context(), retries.SyncRequest, statusSeq(503))
 			if err != nil || resp.StatusCode != 503 || len(s.calls) != 1 {
 				t.Errorf("DoValue() = %d, %v after %d calls, want 503 after 1", resp.StatusCode, err, len(s.calls))
 			}
@@ -324,7 +324,7 @@ func TestVisit(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		statusErr := &retries.StatusError{StatusCode: 500, Status: "500 Internal Server Error"}
-		err, s := runErr(t, t.Context(), retries.Visit, func(int) error { return statusErr })
+		s, err := runErr(t, t.Context(), retries.Visit, func(int) error { return statusErr })
 		var re *retries.RetryError
 		if !errors.As(err, &re) || re.Attempts != 3 || re.Err != statusErr {
 			t.Fatalf("Do() = %v, want a RetryError after 3 attempts holding the StatusError", err)
@@ -332,7 +332,7 @@ func TestVisit(t *testing.T) {
 		if want := []time.Duration{0, 0}; !slices.Equal(s.sleeps(), want) {
 			t.Errorf("sleeps = %v, want %v", s.sleeps(), want)
 		}
-		err, s = runErr(t, t.Context(), retries.Visit, func(int) error { return errBoom })
+		s, err = runErr(t, t.Context(), retries.Visit, func(int) error { return errBoom })
 		if err != errBoom || len(s.calls) != 1 {
 			t.Errorf("Do(other error) = %v after %d calls, want boom after 1", err, len(s.calls))
 		}
@@ -353,14 +353,14 @@ func TestReraisePolicies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				err, s := runErr(t, t.Context(), tc.p, func(int) error { return errBoom })
+				s, err := runErr(t, t.Context(), tc.p, func(int) error { return errBoom })
 				if err != errBoom {
 					t.Errorf("Do() = %v, want boom itself", err)
 				}
 				if want := []time.Duration{time.Second, 2 * time.Second}; !slices.Equal(s.sleeps(), want) {
 					t.Errorf("sleeps = %v, want %v", s.sleeps(), want)
 				}
-				_, s = runErr(t, t.Context(), tc.p.Copy(retries.WithStop(retries.StopAfterAttempt(6))), func(int) error { return errBoom })
+				s, _ = runErr(t, t.Context(), tc.p.Copy(retries.WithStop(retries.StopAfterAttempt(6))), func(int) error { return errBoom })
 				if !slices.Equal(s.sleeps(), tc.longWant) {
 					t.Errorf("sleeps with 6 attempts = %v, want %v", s.sleeps(), tc.longWant)
 				}
