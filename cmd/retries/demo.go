@@ -1,0 +1,374 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed32e55400/retries"
+)
+
+// Demo defaults. With them a run takes about 5 s. Throttle absorbs every
+// 429, so a document is lost only when each of DocV1's three attempts gets a
+// 503 or a reset: with faults on a fraction f = 0.0035 of the admitted
+// requests, f³ = 4.3e-8 per document, or about one run in 12000 for 2000
+// documents. (A fault rate of 0.05 would lose a document in one run in five.)
+const (
+	defaultDocs        = 2000
+	defaultRate        = 500
+	defaultConcurrency = 32
+	defaultFaultRate   = 0.003
+	defaultResetRate   = 0.0005
+)
+
+// demoConfig says what the demo does.
+type demoConfig struct {
+	docs        int
+	rate        float64 // requests per second the server admits
+	burst       float64 // the server's token bucket size; 0: rate/4, at least 1
+	concurrency int
+	faults      faultFunc // what the server does to admitted requests
+
+	// outer and inner are the policies around each request: DocV1 and
+	// Throttle in the command; tests pass copies without waits.
+	outer, inner retries.Policy
+
+	progress time.Duration // between progress reports; 0: none
+	terminal bool          // rewrite one progress line instead of printing lines
+}
+
+// demoResult is what a demo run did, by the client's and the server's counts.
+type demoResult struct {
+	docs int
+
+	// The server's counts.
+	acked       int   // distinct documents acknowledged with a 200
+	duplicates  int64 // 200 answers for a document already acknowledged
+	serverReqs  int64
+	throttled   int64 // 429 answers
+	unavailable int64 // 503 answers
+	resets      int64 // connections reset
+	rejected    int64 // 400 answers: a body that was not the document
+
+	// The client's counts.
+	requests   int64 // requests sent
+	got429     int64 // 429 responses received
+	got503     int64 // 503 responses received
+	connErrors int64 // requests that failed without a response
+	retries    int64 // requests beyond the first of each document
+	done       int64 // documents the client saw acknowledged
+	givenUp    []string
+	lastErr    error // the error of a document given up on, if any
+
+	lost    []string // given up on, or never acknowledged by the server
+	elapsed time.Duration
+}
+
+// runDemo is the demo command.
+func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("demo")
+	docs := fs.Int("docs", defaultDocs, "documents to feed")
+	rate := fs.Float64("rate", defaultRate, "requests per second the server admits")
+	conc := fs.Int("concurrency", defaultConcurrency, "concurrent workers")
+	faultRate := fs.Float64("fault-rate", defaultFaultRate, "fraction of admitted requests answered with 503")
+	resetRate := fs.Float64("reset-rate", defaultResetRate, "fraction of admitted requests whose connection is reset")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErrorf("demo: unexpected argument %q", pos[0])
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"docs", float64(*docs)}, {"rate", *rate}, {"concurrency", float64(*conc)}, {"fault-rate", *faultRate}, {"reset-rate", *resetRate}} {
+		if f.v < 0 || math.IsNaN(f.v) {
+			return usageErrorf("demo: -%s %v: must not be negative", f.name, f.v)
+		}
+	}
+	switch {
+	case *rate == 0 || math.IsInf(*rate, 0):
+		return usageErrorf("demo: -rate %v: must be a positive number", *rate)
+	case *conc == 0:
+		return usageErrorf("demo: -concurrency 0: need at least one worker")
+	case *faultRate+*resetRate > 1:
+		return usageErrorf("demo: -fault-rate %v and -reset-rate %v: add up to more than 1", *faultRate, *resetRate)
+	}
+	cfg := demoConfig{
+		docs:        *docs,
+		rate:        *rate,
+		concurrency: *conc,
+		faults:      randomFaults(*faultRate, *resetRate),
+		outer:       retries.DocV1,
+		inner:       retries.Throttle,
+		progress:    time.Second,
+	}
+	if isTerminal(stdout) {
+		cfg.terminal, cfg.progress = true, 200*time.Millisecond
+	}
+	fmt.Fprintf(stdout, "Feeding %d documents through DocV1 around Throttle with %d workers into a loopback\n", cfg.docs, cfg.concurrency)
+	fmt.Fprintf(stdout, "server that admits %s requests/s (429 beyond), answers 503 to %s and resets\n", trimFloat(cfg.rate), percent(*faultRate))
+	fmt.Fprintf(stdout, "the connection of %s of the admitted requests.\n", percent(*resetRate))
+	if n, ok := attemptsOf(cfg.outer.Stop()); ok {
+		// Throttle absorbs every 429; a document is lost when each of the
+		// outer attempts ends with a 503 or a reset.
+		perDoc := math.Pow(*faultRate+*resetRate, float64(n))
+		perRun := 1 - math.Pow(1-perDoc, float64(cfg.docs))
+		fmt.Fprintf(stdout, "A document is lost only if all %d DocV1 attempts fail: chance %.2g per document,\n%.2g that this run loses any.\n", n, perDoc, perRun)
+	}
+	res, err := feedDemo(ctx, cfg, stdout)
+	if err != nil {
+		return err
+	}
+	writeDemoSummary(stdout, cfg, res)
+	if len(res.lost) > 0 {
+		return fmt.Errorf("demo: %d of %d documents lost", len(res.lost), res.docs)
+	}
+	return nil
+}
+
+// isTerminal reports whether w is a character device, such as a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// feedDemo starts the demo server on a loopback port, feeds cfg.docs
+// documents into it with cfg.concurrency workers, each document through
+// cfg.outer around cfg.inner with one HTTP request per inner attempt, and
+// returns the counts. It reports progress to out every cfg.progress. When
+// ctx ends, the documents not yet fed are lost.
+func feedDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, error) {
+	burst := cfg.burst
+	if burst == 0 {
+		burst = max(1, math.Floor(cfg.rate/4))
+	}
+	srv := newDemoServer(cfg.rate, burst, cfg.faults)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return demoResult{}, err
+	}
+	hs := &http.Server{Handler: srv.handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	defer hs.Close()
+
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = cfg.concurrency
+	defer transport.CloseIdleConnections()
+	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
+	base := "http://" + ln.Addr().String() + demoPath
+
+	res := demoResult{docs: cfg.docs}
+	var (
+		c      counters
+		mu     sync.Mutex // guards res.givenUp and res.lastErr
+		next   = make(chan int)
+		wg     sync.WaitGroup
+		start  = time.Now()
+		doneCh = make(chan struct{})
+	)
+	feedOne := func(i int) {
+		id := strconv.Itoa(i)
+		body := docBody(id)
+		tries := 0
+		send := func(ctx context.Context) (*http.Response, error) {
+			// A new reader on each attempt sends the whole body again.
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+id, bytes.NewReader(body))
+			if err != nil {
+				return nil, err
+			}
+			req.Header.Set("Content-Type", "application/json")
+			if tries++; tries > 1 {
+				c.retries.Add(1)
+			}
+			c.requests.Add(1)
+			resp, err := client.Do(req)
+			if err != nil {
+				c.connErrors.Add(1)
+				return nil, err
+			}
+			switch resp.StatusCode {
+			case http.StatusTooManyRequests:
+				c.got429.Add(1)
+			case http.StatusServiceUnavailable:
+				c.got503.Add(1)
+			}
+			return resp, nil
+		}
+		resp, err := retries.DoValue(ctx, cfg.outer, func(ctx context.Context) (*http.Response, error) {
+			return retries.DoValue(ctx, cfg.inner, send)
+		})
+		if resp != nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+			_ = resp.Body.Close()
+		}
+		if err == nil && resp != nil && resp.StatusCode == http.StatusOK {
+			c.done.Add(1)
+			return
+		}
+		if err == nil {
+			err = fmt.Errorf("document %s: last response %s", id, resp.Status)
+		}
+		mu.Lock()
+		res.givenUp = append(res.givenUp, id)
+		res.lastErr = err
+		mu.Unlock()
+	}
+	for range cfg.concurrency {
+		wg.Go(func() {
+			for i := range next {
+				feedOne(i)
+			}
+		})
+	}
+	var pwg sync.WaitGroup
+	if cfg.progress > 0 {
+		pwg.Go(func() { reportProgress(out, cfg, &c, start, doneCh) })
+	}
+feed:
+	for i := range cfg.docs {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	close(doneCh)
+	pwg.Wait()
+
+	res.requests, res.got429, res.got503 = c.requests.Load(), c.got429.Load(), c.got503.Load()
+	res.connErrors, res.retries, res.done = c.connErrors.Load(), c.retries.Load(), c.done.Load()
+	res.serverReqs, res.throttled, res.unavailable = srv.requests.Load(), srv.throttled.Load(), srv.unavailable.Load()
+	res.resets, res.duplicates, res.rejected = srv.resets.Load(), srv.duplicates.Load(), srv.rejected.Load()
+	acked := srv.ackedIDs()
+	res.acked = len(acked)
+	given := make(map[string]bool, len(res.givenUp))
+	for _, id := range res.givenUp {
+		given[id] = true
+	}
+	for i := range cfg.docs {
+		id := strconv.Itoa(i)
+		if given[id] || acked[id] == 0 {
+			res.lost = append(res.lost, id)
+		}
+	}
+	return res, nil
+}
+
+// counters are the client's live counts.
+type counters struct {
+	requests, got429, got503, connErrors, retries, done atomic.Int64
+}
+
+// docBody returns the JSON body of document id.
+func docBody(id string) []byte {
+	var d demoDoc
+	d.Fields.ID = id
+	d.Fields.Title = "Document " + id
+	d.Fields.Text = "A document fed by the retries demo through DocV1 around Throttle."
+	b, _ := json.Marshal(d)
+	return b
+}
+
+// reportProgress prints the progress every cfg.progress until done is
+// closed, then once more: one rewritten line on a terminal, else a line
+// each time.
+func reportProgress(out io.Writer, cfg demoConfig, c *counters, start time.Time, done <-chan struct{}) {
+	t := time.NewTicker(cfg.progress)
+	defer t.Stop()
+	// The rate is over the last second or so: from the oldest report kept.
+	type mark struct {
+		t time.Time
+		n int64
+	}
+	marks := []mark{{start, 0}}
+	report := func(final bool) {
+		now := time.Now()
+		n := c.done.Load()
+		for len(marks) > 1 && now.Sub(marks[1].t) >= time.Second {
+			marks = marks[1:]
+		}
+		from := marks[0]
+		if final {
+			from = mark{start, 0}
+		}
+		rate := float64(n-from.n) / now.Sub(from.t).Seconds()
+		marks = append(marks, mark{now, n})
+		line := fmt.Sprintf("%5.1f s  %*d/%d docs  %4.0f docs/s  retries %d: %d×429 %d×503 %d errors",
+			now.Sub(start).Seconds(), len(strconv.Itoa(cfg.docs)), n, cfg.docs, rate,
+			c.retries.Load(), c.got429.Load(), c.got503.Load(), c.connErrors.Load())
+		switch {
+		case cfg.terminal && final:
+			fmt.Fprintf(out, "\r\033[K%s\n", line)
+		case cfg.terminal:
+			fmt.Fprintf(out, "\r\033[K%s", line)
+		case !final:
+			fmt.Fprintln(out, line)
+		}
+	}
+	for {
+		select {
+		case <-t.C:
+			report(false)
+		case <-done:
+			report(true)
+			return
+		}
+	}
+}
+
+// writeDemoSummary prints what the run did.
+func writeDemoSummary(out io.Writer, cfg demoConfig, r demoResult) {
+	fmt.Fprintln(out)
+	row := func(name, format string, args ...any) {
+		fmt.Fprintf(out, "  %-20s %s\n", name, fmt.Sprintf(format, args...))
+	}
+	row("acknowledged", "%d of %d documents (the server's own count)", r.acked, r.docs)
+	lost := fmt.Sprint(len(r.lost))
+	if len(r.lost) > 0 {
+		lost += fmt.Sprintf(" (%d given up by the client; first: %s)", len(r.givenUp), strings.Join(r.lost[:min(5, len(r.lost))], ", "))
+		if r.lastErr != nil {
+			lost += fmt.Sprintf("; last error: %v", r.lastErr)
+		}
+	}
+	row("lost", "%s", lost)
+	row("duplicates", "%d (documents the server acknowledged twice)", r.duplicates)
+	row("requests sent", "%d for %d documents (%d retries)", r.requests, r.docs, r.retries)
+	verb := "absorbed"
+	if len(r.lost) > 0 {
+		verb = "received"
+	}
+	row("429s "+verb, "%d", r.got429)
+	row("503s "+verb, "%d", r.got503)
+	row("connection resets", "%d (%d requests failed without a response)", r.resets, r.connErrors)
+	row("elapsed", "%.2f s", r.elapsed.Seconds())
+	goodput := float64(r.acked) / r.elapsed.Seconds()
+	row("goodput", "%.0f documents/s, %.0f%% of the %s requests/s the server admits", goodput, 100*goodput/cfg.rate, trimFloat(cfg.rate))
+	if r.rejected > 0 {
+		row("rejected bodies", "%d (400: the body was not the document)", r.rejected)
+	}
+}
+
+// percent formats a fraction as a percentage: 0.003 → "0.3%".
+func percent(f float64) string {
+	return trimFloat(100*f) + "%"
+}

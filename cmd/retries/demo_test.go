@@ -1,0 +1,344 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/seed32e55400/retries"
+)
+
+// noWaits returns the demo's policies without their waits, so that tests
+// run at loopback speed.
+func noWaits() (outer, inner retries.Policy) {
+	none := retries.WithWait(retries.WaitNone())
+	return retries.DocV1.Copy(none), retries.Throttle.Copy(none)
+}
+
+// planned returns a fault plan that gives document i, on its n-th admitted
+// request, the fault plan[i%len(plan)][n] (none once the list runs out).
+func planned(plan [][]fault) faultFunc {
+	return func(id string, n int) fault {
+		i, err := strconv.Atoi(id)
+		if err != nil {
+			panic(err)
+		}
+		if p := plan[i%len(plan)]; n < len(p) {
+			return p[n]
+		}
+		return faultNone
+	}
+}
+
+func TestFeedDemoAbsorbsEveryFault(t *testing.T) {
+	t.Parallel()
+	const (
+		ok  = faultNone
+		x   = faultThrottle
+		u   = faultUnavailable
+		rst = faultReset
+	)
+	// Per document class: the faults of its admitted requests in order. Each
+	// class fails at most twice at the outer layer (a 503 or a reset), so
+	// DocV1's three attempts absorb everything.
+	plan := [][]fault{
+		{},
+		{x, x},            // Throttle absorbs two 429s
+		{u},               // DocV1 absorbs a 503
+		{rst},             // DocV1 absorbs a reset
+		{u, x, rst},       // 503, then 429 and a reset in the second outer attempt
+		{x, x, x, u, x},   // three 429s, a 503, a 429
+		{rst, u, x, x, x}, // a reset, a 503, three 429s on the last attempt
+	}
+	// Per class: requests, 429s, 503s, resets.
+	per := [][4]int{{1, 0, 0, 0}, {3, 2, 0, 0}, {2, 0, 1, 0}, {2, 0, 0, 1}, {4, 1, 1, 1}, {6, 4, 1, 0}, {6, 3, 1, 1}}
+	const docs = 42 // six rounds of the plan
+	var want [4]int64
+	for _, p := range per {
+		for j := range want {
+			want[j] += int64(p[j] * docs / len(plan))
+		}
+	}
+
+	outer, inner := noWaits()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var progress bytes.Buffer
+	res, err := feedDemo(ctx, demoConfig{
+		docs: docs, rate: 1e6, burst: 1e6, concurrency: 5,
+		faults: planned(plan), outer: outer, inner: inner,
+		progress: time.Hour,
+	}, &progress)
+	if err != nil {
+		t.Fatalf("feedDemo() error = %v", err)
+	}
+	for _, c := range []struct {
+		name      string
+		got, want int64
+	}{
+		{"acknowledged (server)", int64(res.acked), docs},
+		{"lost", int64(len(res.lost)), 0},
+		{"given up (client)", int64(len(res.givenUp)), 0},
+		{"done (client)", res.done, docs},
+		{"duplicates", res.duplicates, 0},
+		{"requests (client)", res.requests, want[0]},
+		{"requests (server)", res.serverReqs, want[0]},
+		{"retries", res.retries, want[0] - docs},
+		{"429s (client)", res.got429, want[1]},
+		{"429s (server)", res.throttled, want[1]},
+		{"503s (client)", res.got503, want[2]},
+		{"503s (server)", res.unavailable, want[2]},
+		{"resets (server)", res.resets, want[3]},
+		{"failed requests (client)", res.connErrors, want[3]},
+		{"rejected bodies", res.rejected, 0},
+	} {
+		if c.got != c.want {
+			t.Errorf("feedDemo() %s = %d, want %d", c.name, c.got, c.want)
+		}
+	}
+	if res.lastErr != nil {
+		t.Errorf("feedDemo() last error = %v, want none", res.lastErr)
+	}
+}
+
+// TestFeedDemoReportsLoss checks that "lost" is not 0 by construction: a
+// document the server never accepts is reported lost, by the server's count
+// as well as the client's.
+func TestFeedDemoReportsLoss(t *testing.T) {
+	t.Parallel()
+	outer, inner := noWaits()
+	faults := func(id string, n int) fault {
+		switch id {
+		case "7":
+			return faultUnavailable // every time: DocV1 gives up
+		case "9":
+			return faultReset // every time: DocV1 gives up
+		}
+		return faultNone
+	}
+	res, err := feedDemo(context.Background(), demoConfig{
+		docs: 12, rate: 1e6, concurrency: 3, faults: faults, outer: outer, inner: inner,
+	}, nil)
+	if err != nil {
+		t.Fatalf("feedDemo() error = %v", err)
+	}
+	slices.Sort(res.lost)
+	if want := []string{"7", "9"}; !slices.Equal(res.lost, want) {
+		t.Errorf("feedDemo() lost = %q, want %q", res.lost, want)
+	}
+	if res.acked != 10 {
+		t.Errorf("feedDemo() acknowledged = %d, want 10", res.acked)
+	}
+	// DocV1 makes three attempts for each of the two documents.
+	if res.got503 != 3 || res.resets != 3 {
+		t.Errorf("feedDemo() 503s, resets = %d, %d, want 3, 3", res.got503, res.resets)
+	}
+	var out bytes.Buffer
+	writeDemoSummary(&out, demoConfig{rate: 1e6}, res)
+	if !strings.Contains(out.String(), "lost                 2 (2 given up by the client") {
+		t.Errorf("summary does not report the loss:\n%s", &out)
+	}
+}
+
+// TestFeedDemoThrottles runs the real token bucket: more workers than it
+// admits at once, so some requests get 429 and Throttle retries them.
+func TestFeedDemoThrottles(t *testing.T) {
+	t.Parallel()
+	outer, inner := noWaits()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const docs = 40
+	res, err := feedDemo(ctx, demoConfig{
+		docs: docs, rate: 400, burst: 1, concurrency: 8,
+		faults: randomFaults(0, 0), outer: outer, inner: inner,
+	}, nil)
+	if err != nil {
+		t.Fatalf("feedDemo() error = %v", err)
+	}
+	if res.acked != docs || len(res.lost) != 0 || res.duplicates != 0 {
+		t.Errorf("feedDemo() acknowledged, lost, duplicates = %d, %d, %d, want %d, 0, 0", res.acked, len(res.lost), res.duplicates, docs)
+	}
+	if res.got429 == 0 || res.got429 != res.throttled || res.requests != docs+res.got429 {
+		t.Errorf("feedDemo() 429s client %d, server %d, requests %d; want some 429s, each retried once", res.got429, res.throttled, res.requests)
+	}
+}
+
+// TestDemoCommand runs the command with the real policies. With no faults
+// and a rate well above what the workers can send, nothing is retried, so
+// it does not sleep.
+func TestDemoCommand(t *testing.T) {
+	t.Parallel()
+	code, out, stderr := runCmd(t, "demo", "-docs", "40", "-rate", "1000000", "-concurrency", "4", "-fault-rate", "0", "-reset-rate", "0")
+	if code != exitOK || stderr != "" {
+		t.Fatalf("run(demo) = %d, stderr %q\n%s", code, stderr, out)
+	}
+	for _, want := range []string{
+		"Feeding 40 documents through DocV1 around Throttle with 4 workers",
+		"acknowledged         40 of 40 documents (the server's own count)",
+		"lost                 0\n",
+		"duplicates           0 ",
+		"requests sent        40 for 40 documents (0 retries)",
+		"429s absorbed        0",
+		"goodput ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("run(demo) output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestDemoServerCountsDuplicates(t *testing.T) {
+	t.Parallel()
+	srv := newDemoServer(1e6, 1e6, randomFaults(0, 0))
+	ts := httptest.NewServer(srv.handler())
+	defer ts.Close()
+	post := func(id, body string) int {
+		t.Helper()
+		resp, err := http.Post(ts.URL+demoPath+id, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		id, body string
+		want     int
+	}{
+		{"1", string(docBody("1")), http.StatusOK},
+		{"2", string(docBody("2")), http.StatusOK},
+		{"1", string(docBody("1")), http.StatusOK}, // a duplicate
+		{"3", "", http.StatusBadRequest},           // no body: not processed
+		{"3", string(docBody("4")), http.StatusBadRequest},
+	} {
+		if got := post(tc.id, tc.body); got != tc.want {
+			t.Errorf("POST %s = %d, want %d", tc.id, got, tc.want)
+		}
+	}
+	if got := srv.duplicates.Load(); got != 1 {
+		t.Errorf("duplicates = %d, want 1", got)
+	}
+	if got, want := srv.ackedIDs(), map[string]int{"1": 2, "2": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("acknowledged = %v, want %v", got, want)
+	}
+	if got := srv.rejected.Load(); got != 2 {
+		t.Errorf("rejected = %d, want 2", got)
+	}
+}
+
+// TestDemoServerResetIsAConnectionError checks that a reset reaches the
+// client as an error that IsConnectionError recognises, before the server
+// has processed anything.
+func TestDemoServerResetIsAConnectionError(t *testing.T) {
+	t.Parallel()
+	srv := newDemoServer(1e6, 1e6, randomFaults(0, 1))
+	ts := httptest.NewServer(srv.handler())
+	defer ts.Close()
+	resp, err := http.Post(ts.URL+demoPath+"1", "application/json", bytes.NewReader(docBody("1")))
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("POST = %s, want a connection error", resp.Status)
+	}
+	if !retries.IsConnectionError(err) {
+		t.Errorf("IsConnectionError(%v) = false, want true", err)
+	}
+	if n := len(srv.ackedIDs()); n != 0 || srv.resets.Load() != 1 {
+		t.Errorf("after a reset: %d acknowledged, %d resets; want 0, 1", n, srv.resets.Load())
+	}
+}
+
+func TestTokenBucket(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1000, 0)
+	b := newTokenBucket(10, 2, t0) // 10/s, 2 at once
+	for _, tc := range []struct {
+		at   time.Duration
+		want bool
+	}{
+		{0, true}, {0, true}, {0, false}, // the burst
+		{50 * time.Millisecond, false},                                  // half a token
+		{100 * time.Millisecond, true}, {100 * time.Millisecond, false}, // one token per 100 ms
+		{10 * time.Second, true}, {10 * time.Second, true}, {10 * time.Second, false}, // capped at the burst
+		{5 * time.Second, false}, // time going backwards adds nothing
+	} {
+		if got := b.allow(t0.Add(tc.at)); got != tc.want {
+			t.Errorf("allow(t0+%v) = %v, want %v", tc.at, got, tc.want)
+		}
+	}
+}
+
+func TestProgressLines(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		terminal bool
+		want     string
+	}{
+		// Two ticks, then the end: lines for the ticks only.
+		{"plain", false, "" +
+			"  1.0 s   4/10 docs     4 docs/s  retries 0: 0×429 0×503 0 errors\n" +
+			"  2.0 s   7/10 docs     3 docs/s  retries 3: 2×429 1×503 0 errors\n"},
+		// One line rewritten in place, ended by the final report with the
+		// overall rate.
+		{"terminal", true, "" +
+			"\r\033[K  1.0 s   4/10 docs     4 docs/s  retries 0: 0×429 0×503 0 errors" +
+			"\r\033[K  2.0 s   7/10 docs     3 docs/s  retries 3: 2×429 1×503 0 errors" +
+			"\r\033[K  2.5 s  10/10 docs     4 docs/s  retries 3: 2×429 1×503 0 errors\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				var (
+					out  bytes.Buffer
+					c    counters
+					done = make(chan struct{})
+					wg   sync.WaitGroup
+				)
+				wg.Go(func() {
+					reportProgress(&out, demoConfig{docs: 10, progress: time.Second, terminal: tc.terminal}, &c, time.Now(), done)
+				})
+				c.done.Store(4)
+				time.Sleep(1500 * time.Millisecond)
+				c.done.Store(7)
+				c.retries.Store(3)
+				c.got429.Store(2)
+				c.got503.Store(1)
+				time.Sleep(time.Second)
+				c.done.Store(10)
+				close(done)
+				wg.Wait()
+				if got := out.String(); got != tc.want {
+					t.Errorf("progress output = %q, want %q", got, tc.want)
+				}
+			})
+		})
+	}
+}
+
+func TestIsTerminal(t *testing.T) {
+	t.Parallel()
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, tc := range []struct {
+		name string
+		w    io.Writer
+	}{{"buffer", &bytes.Buffer{}}, {"regular_file", f}} {
+		if isTerminal(tc.w) {
+			t.Errorf("isTerminal(%s) = true, want false", tc.name)
+		}
+	}
+}

@@ -1,0 +1,167 @@
+// Retries shows what the retry policies of package retries do: a table of
+// the seven policies and the waits they imply, sampled wait schedules as
+// text or SVG charts, and a live demo that feeds documents through DocV1
+// around Throttle into a loopback server that throttles, fails and resets
+// connections.
+//
+// Usage:
+//
+//	retries [policies]
+//	retries schedule POLICY|all [-attempts N] [-samples K] [-svg FILE]
+//	retries demo [-docs N] [-rate R] [-concurrency C] [-fault-rate F] [-reset-rate F]
+//
+// It uses only the standard library and package retries.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/seed32e55400/retries"
+)
+
+const usage = `usage:
+  retries [policies]
+      a table of the seven policies: what they retry, when they stop,
+      how long they wait, and what comes back when they give up
+  retries schedule POLICY|all [-attempts N] [-samples K] [-svg FILE]
+      min, p50, p95 and max of each wait over K sampled schedules, as a
+      text chart, and as an SVG chart with -svg
+  retries demo [-docs N] [-rate R] [-concurrency C] [-fault-rate F] [-reset-rate F]
+      feed N JSON documents through DocV1 around Throttle into a loopback
+      server that admits R requests/s, answers 503 to a fraction F and
+      resets a fraction of connections; exits 1 if a document is lost
+
+policies: query, docv1, throttle, syncrequest, visit, controlplane,
+urlvalidation (any case), or all for schedule
+`
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitFail  = 1 // the command ran and failed (a lost document, an unwritable file)
+	exitUsage = 2 // bad input
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := runContext(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the command line args (without the program name) and returns the
+// exit status. It is main without the process: tests call it.
+func run(args []string, stdout, stderr io.Writer) int {
+	return runContext(context.Background(), args, stdout, stderr)
+}
+
+func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd, rest := "policies", args
+	if len(args) > 0 {
+		cmd, rest = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "policies":
+		err = runPolicies(rest, stdout)
+	case "schedule":
+		err = runSchedule(rest, stdout)
+	case "demo":
+		err = runDemo(ctx, rest, stdout)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		err = usageErrorf("unknown command %q", cmd)
+	}
+	var ue *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "retries: %v\n%s", err, usage)
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "retries: %v\n", err)
+	return exitFail
+}
+
+// usageError is bad input: it makes the command print the usage and exit 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usageErrorf(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// namedPolicy is one of the package's policies under its Go name.
+type namedPolicy struct {
+	name   string
+	policy retries.Policy
+}
+
+// allPolicies returns the seven policies in the order of policies.go. It
+// reads the package variables on each call.
+func allPolicies() []namedPolicy {
+	return []namedPolicy{
+		{"Query", retries.Query},
+		{"DocV1", retries.DocV1},
+		{"Throttle", retries.Throttle},
+		{"SyncRequest", retries.SyncRequest},
+		{"Visit", retries.Visit},
+		{"ControlPlane", retries.ControlPlane},
+		{"URLValidation", retries.URLValidation},
+	}
+}
+
+// lookupPolicies returns the policy called name, in any case, or all seven
+// for "all" when allowAll is set.
+func lookupPolicies(name string, allowAll bool) ([]namedPolicy, error) {
+	if allowAll && strings.EqualFold(name, "all") {
+		return allPolicies(), nil
+	}
+	for _, np := range allPolicies() {
+		if strings.EqualFold(np.name, name) {
+			return []namedPolicy{np}, nil
+		}
+	}
+	return nil, usageErrorf("unknown policy %q", name)
+}
+
+// parseFlags parses args with fs, allowing positional arguments before,
+// between and after the flags, and returns the positional ones. Flag errors
+// become usage errors; -h returns flag.ErrHelp.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageErrorf("%s: %v", fs.Name(), err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
