@@ -3,6 +3,7 @@ package retries_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"testing"
 
 	"github.com/cenkalti/backoff/v4"
@@ -30,7 +31,7 @@ func (o *op) call() error {
 // directly, through backoff v4's Retry, and through Policy.Do.
 func BenchmarkFirstTrySuccess(b *testing.B) {
 	ctx := context.Background()
-	b.Run("direct", func(b *testing.B) {
+	b.Run("impl=direct", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			o := op{succeedOn: 1}
@@ -39,7 +40,7 @@ func BenchmarkFirstTrySuccess(b *testing.B) {
 			}
 		}
 	})
-	b.Run("backoff_v4", func(b *testing.B) {
+	b.Run("impl=backoff_v4", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			o := op{succeedOn: 1}
@@ -49,7 +50,7 @@ func BenchmarkFirstTrySuccess(b *testing.B) {
 			}
 		}
 	})
-	b.Run("retries", func(b *testing.B) {
+	b.Run("impl=retries", func(b *testing.B) {
 		p := retries.New(retries.WithStop(retries.StopAfterAttempt(3)))
 		b.ReportAllocs()
 		for b.Loop() {
@@ -59,7 +60,7 @@ func BenchmarkFirstTrySuccess(b *testing.B) {
 			}
 		}
 	})
-	b.Run("retries_DocV1", func(b *testing.B) {
+	b.Run("impl=retries_DocV1", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			o := op{succeedOn: 1}
@@ -70,11 +71,46 @@ func BenchmarkFirstTrySuccess(b *testing.B) {
 	})
 }
 
+// BenchmarkDoValueFirstTrySuccess compares a value-returning call that
+// succeeds at once through backoff v4's RetryWithData and through DoValue
+// with DocV1, whose predicate reads the value (a status code).
+func BenchmarkDoValueFirstTrySuccess(b *testing.B) {
+	ctx := context.Background()
+	resp := &http.Response{StatusCode: 200}
+	get := func() (*http.Response, error) { return resp, nil }
+	b.Run("impl=direct", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if r, err := get(); err != nil || r.StatusCode != 200 {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("impl=backoff_v4", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			bo := backoff.WithContext(backoff.WithMaxRetries(&backoff.ZeroBackOff{}, 2), ctx)
+			if r, err := backoff.RetryWithData(get, bo); err != nil || r.StatusCode != 200 {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("impl=retries", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			r, err := retries.DoValue(ctx, retries.DocV1, func(context.Context) (*http.Response, error) { return get() })
+			if err != nil || r.StatusCode != 200 {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
 // BenchmarkFailFailSucceed compares a call that fails twice and then
 // succeeds, with zero waits, through backoff v4 and through Policy.Do.
 func BenchmarkFailFailSucceed(b *testing.B) {
 	ctx := context.Background()
-	b.Run("backoff_v4", func(b *testing.B) {
+	b.Run("impl=backoff_v4", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			o := op{succeedOn: 3}
@@ -84,7 +120,7 @@ func BenchmarkFailFailSucceed(b *testing.B) {
 			}
 		}
 	})
-	b.Run("retries", func(b *testing.B) {
+	b.Run("impl=retries", func(b *testing.B) {
 		p := retries.New(retries.WithStop(retries.StopAfterAttempt(3)))
 		b.ReportAllocs()
 		for b.Loop() {
