@@ -148,7 +148,7 @@ func (r random) bounds(State) (lo, hi time.Duration) { return r.min, r.max }
 
 // at returns the wait for the uniform draw u in [0, 1].
 func (r random) at(u float64) time.Duration {
-	return fromNanos(float64(r.min) + u*(float64(r.max)-float64(r.min)))
+	return clampNanos(float64(r.min)+u*(float64(r.max)-float64(r.min)), r.min, r.max)
 }
 func (r random) String() string { return fmt.Sprintf("WaitRandom(%v, %v)", r.min, r.max) }
 
@@ -246,7 +246,7 @@ func WaitExponential(e Exponential) Wait {
 
 type expo struct{ e Exponential }
 
-func (w expo) next(s State) time.Duration            { return fromNanos(w.e.high(s.Attempt)) }
+func (w expo) next(s State) time.Duration            { return w.e.clamp(w.e.high(s.Attempt)) }
 func (w expo) bounds(s State) (lo, hi time.Duration) { d := w.next(s); return d, d }
 func (w expo) String() string                        { return "WaitExponential(" + w.e.String() + ")" }
 
@@ -271,7 +271,7 @@ func (w randExpo) bounds(s State) (lo, hi time.Duration) {
 func (w randExpo) at(n int, u float64) time.Duration {
 	lo := float64(w.e.Min)
 	hi := w.e.high(n)
-	return fromNanos(lo + u*(hi-lo))
+	return w.e.clamp(lo + u*(hi-lo))
 }
 func (w randExpo) String() string { return "WaitRandomExponential(" + w.e.String() + ")" }
 
@@ -301,7 +301,7 @@ func (w expoJitter) at(n int, u float64) time.Duration {
 	v := float64(w.e.Multiplier)*math.Pow(w.e.Base, float64(n-1)) + u*float64(w.jitter)
 	v = math.Min(v, float64(w.e.Max))
 	v = math.Max(v, float64(w.e.Min))
-	return fromNanos(v)
+	return w.e.clamp(v)
 }
 
 func (w expoJitter) String() string {
@@ -332,7 +332,7 @@ func (w decorrelated) bounds(s State) (lo, hi time.Duration) {
 func (w decorrelated) at(prev time.Duration, u float64) time.Duration {
 	lo := float64(w.base)
 	hi := math.Max(lo, 3*float64(prev))
-	return min(fromNanos(lo+u*(hi-lo)), w.max)
+	return clampNanos(lo+u*(hi-lo), w.base, w.max)
 }
 
 func (w decorrelated) String() string {
@@ -528,12 +528,38 @@ func fromNanos(ns float64) time.Duration {
 	return time.Duration(ns)
 }
 
-// addSat adds two non-negative durations, saturating at the largest Duration.
+// addSat adds two durations, saturating at the ends of Duration's range.
 func addSat(a, b time.Duration) time.Duration {
-	if s := a + b; s >= a {
+	s := a + b
+	if (s > a) == (b > 0) {
 		return s
 	}
-	return maxWait
+	if b > 0 {
+		return maxWait
+	}
+	return math.MinInt64
+}
+
+// clampNanos converts v to a Duration in [lo, hi] (lo <= hi), giving lo
+// exactly when v <= float64(lo) and hi exactly when v >= float64(hi): past
+// 2^53 ns float64(d) is rounded, and fromNanos(float64(d)) may not be d.
+func clampNanos(v float64, lo, hi time.Duration) time.Duration {
+	switch {
+	case v <= float64(lo) || math.IsNaN(v):
+		return lo
+	case v >= float64(hi):
+		return hi
+	}
+	return min(max(fromNanos(v), lo), hi)
+}
+
+// clamp converts v to max(Min, min(v, Max)) exactly: a v that reaches Max
+// gives Max (or Min, when Min > Max) even if Min and Max round alike.
+func (e Exponential) clamp(v float64) time.Duration {
+	if v >= float64(e.Max) {
+		return max(e.Max, e.Min)
+	}
+	return clampNanos(v, e.Min, max(e.Min, e.Max))
 }
 
 func capString(d time.Duration) string {
