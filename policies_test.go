@@ -86,10 +86,17 @@ func TestQuery(t *testing.T) {
 	caps := []time.Duration{secs(1.5), secs(3), secs(6), secs(12)}
 	synctest.Test(t, func(t *testing.T) {
 		distinct := map[time.Duration]bool{}
-		for range 200 {
+		var totals time.Duration
+		const runs = 200
+		for range runs {
 			s, err := runErr(t, t.Context(), retries.Query, func(int) error { return errBoom })
 			if len(s.calls) != 5 {
 				t.Fatalf("calls = %d, want 5", len(s.calls))
+			}
+			if total := s.calls[4]; total > secs(22.5) {
+				t.Fatalf("total wait = %v, want at most 22.5s", total)
+			} else {
+				totals += total
 			}
 			for i, d := range s.sleeps() {
 				if d < 0 || d > caps[i] {
@@ -104,6 +111,11 @@ func TestQuery(t *testing.T) {
 		}
 		if len(distinct) < 100 {
 			t.Errorf("only %d distinct sleeps in 800: the wait is not random", len(distinct))
+		}
+		// The mean total is 11.25 s; over 200 runs its standard error is
+		// about 0.28 s.
+		if mean := totals / runs; mean < secs(9.75) || mean > secs(12.75) {
+			t.Errorf("mean total wait = %v, want 11.25s ± 1.5s", mean)
 		}
 	})
 	synctest.Test(t, func(t *testing.T) {
