@@ -16,7 +16,7 @@ import (
 // or found no route; a DNS lookup that failed; a connection reset or aborted
 // by the peer; a broken pipe; a connection already closed; a response cut
 // short ([io.ErrUnexpectedEOF], or [io.EOF] inside the *url.Error or
-// *net.OpError of a transport).
+// *net.OpError of a transport; a [*TransportError] counts as a *url.Error).
 //
 // It reports false for nil, for errors that carry none of these, for TLS
 // certificate errors, for a [*StatusError], and for an error that matches

@@ -26,7 +26,9 @@ type RetryError struct {
 	Err error
 	// Value is the value of the last attempt when that value was retried
 	// (a 503 *http.Response, say); nil otherwise, and always nil from
-	// Policy.Do. It has not been discarded: the caller owns it.
+	// Policy.Do. Do has not discarded it: the caller owns it (a
+	// [Transport] closes a response's body before returning the error,
+	// since a RoundTripper returns a response or an error, not both).
 	Value any
 	// Context is non-nil when the context ended the call: the context's
 	// cause (context.Cause), or context.DeadlineExceeded when the next wait

@@ -17,6 +17,9 @@
 //
 //	p := retries.SyncRequest.Copy(retries.WithStop(retries.StopAfterAttempt(4)))
 //
+// [NewTransport] runs every request of an [http.Client] under a Policy, and
+// [WaitRetryAfter] honours a server's Retry-After header.
+//
 // A Policy is safe for concurrent use by multiple goroutines: each call to
 // Do keeps its own state.
 //

@@ -61,6 +61,12 @@ func CheckStatus(resp *http.Response) error {
 	if resp == nil || resp.StatusCode < 400 || resp.StatusCode > 599 {
 		return nil
 	}
+	return newStatusError(resp)
+}
+
+// newStatusError describes resp as a *StatusError, reading up to maxDrain
+// bytes of its body into Body and closing the body.
+func newStatusError(resp *http.Response) *StatusError {
 	e := &StatusError{StatusCode: resp.StatusCode, Status: resp.Status, Header: resp.Header}
 	if req := resp.Request; req != nil {
 		e.Method = req.Method

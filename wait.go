@@ -101,6 +101,8 @@ func (w Wait) usesClock() bool {
 				return true
 			}
 		}
+	case *retryAfter:
+		return v.fallback.usesClock()
 	}
 	return false
 }
