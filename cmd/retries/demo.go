@@ -171,12 +171,17 @@ func feedDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, e
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = cfg.concurrency
 	defer transport.CloseIdleConnections()
-	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
+	var c counters
+	// The document/v1 client: DocV1 around Throttle, as two retrying
+	// Transports over one that counts what goes on the wire. Each attempt
+	// has 30 s to get its response header.
+	counting := countingTransport{base: transport, c: &c}
+	inner := retries.NewTransport(counting, cfg.inner, retries.WithAttemptTimeout(30*time.Second))
+	client := &http.Client{Transport: retries.NewTransport(inner, cfg.outer)}
 	base := "http://" + ln.Addr().String() + demoPath
 
 	res := demoResult{docs: cfg.docs}
 	var (
-		c      counters
 		mu     sync.Mutex // guards res.givenUp and res.lastErr
 		next   = make(chan int)
 		wg     sync.WaitGroup
@@ -186,34 +191,15 @@ func feedDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, e
 	feedOne := func(i int) {
 		id := strconv.Itoa(i)
 		body := docBody(id)
-		tries := 0
-		send := func(ctx context.Context) (*http.Response, error) {
-			// A new reader on each attempt sends the whole body again.
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+id, bytes.NewReader(body))
-			if err != nil {
-				return nil, err
-			}
+		c.started.Add(1)
+		// bytes.NewReader lets http.NewRequest set GetBody, so each attempt
+		// sends the whole body again.
+		var resp *http.Response
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+id, bytes.NewReader(body))
+		if err == nil {
 			req.Header.Set("Content-Type", "application/json")
-			if tries++; tries > 1 {
-				c.retries.Add(1)
-			}
-			c.requests.Add(1)
-			resp, err := client.Do(req)
-			if err != nil {
-				c.connErrors.Add(1)
-				return nil, err
-			}
-			switch resp.StatusCode {
-			case http.StatusTooManyRequests:
-				c.got429.Add(1)
-			case http.StatusServiceUnavailable:
-				c.got503.Add(1)
-			}
-			return resp, nil
+			resp, err = client.Do(req)
 		}
-		resp, err := retries.DoValue(ctx, cfg.outer, func(ctx context.Context) (*http.Response, error) {
-			return retries.DoValue(ctx, cfg.inner, send)
-		})
 		if resp != nil {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 			_ = resp.Body.Close()
@@ -256,7 +242,7 @@ feed:
 	pwg.Wait()
 
 	res.requests, res.got429, res.got503 = c.requests.Load(), c.got429.Load(), c.got503.Load()
-	res.connErrors, res.retries, res.done = c.connErrors.Load(), c.retries.Load(), c.done.Load()
+	res.connErrors, res.retries, res.done = c.connErrors.Load(), c.retries(), c.done.Load()
 	res.serverReqs, res.throttled, res.unavailable = srv.requests.Load(), srv.throttled.Load(), srv.unavailable.Load()
 	res.resets, res.duplicates, res.rejected = srv.resets.Load(), srv.duplicates.Load(), srv.rejected.Load()
 	acked := srv.ackedIDs()
@@ -276,7 +262,33 @@ feed:
 
 // counters are the client's live counts.
 type counters struct {
-	requests, got429, got503, connErrors, retries, done atomic.Int64
+	started, requests, got429, got503, connErrors, done atomic.Int64
+}
+
+// retries is the number of requests sent beyond the first of each document.
+func (c *counters) retries() int64 { return c.requests.Load() - c.started.Load() }
+
+// countingTransport counts the requests that go on the wire and what comes
+// back, below the retrying Transports.
+type countingTransport struct {
+	base http.RoundTripper
+	c    *counters
+}
+
+func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.c.requests.Add(1)
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		t.c.connErrors.Add(1)
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests:
+		t.c.got429.Add(1)
+	case http.StatusServiceUnavailable:
+		t.c.got503.Add(1)
+	}
+	return resp, nil
 }
 
 // docBody returns the JSON body of document id.
@@ -315,7 +327,7 @@ func reportProgress(out io.Writer, cfg demoConfig, c *counters, start time.Time,
 		marks = append(marks, mark{now, n})
 		line := fmt.Sprintf("%5.1f s  %*d/%d docs  %4.0f docs/s  retries %d: %d×429 %d×503 %d errors",
 			now.Sub(start).Seconds(), len(strconv.Itoa(cfg.docs)), n, cfg.docs, rate,
-			c.retries.Load(), c.got429.Load(), c.got503.Load(), c.connErrors.Load())
+			c.retries(), c.got429.Load(), c.got503.Load(), c.connErrors.Load())
 		switch {
 		case cfg.terminal && final:
 			fmt.Fprintf(out, "\r\033[K%s\n", line)

@@ -311,7 +311,7 @@ func TestProgressLines(t *testing.T) {
 				c.done.Store(4)
 				time.Sleep(1500 * time.Millisecond)
 				c.done.Store(7)
-				c.retries.Store(3)
+				c.requests.Store(3) // no document started: 3 retries
 				c.got429.Store(2)
 				c.got503.Store(1)
 				time.Sleep(time.Second)
