@@ -30,7 +30,6 @@ func (o *op) call() error {
 // BenchmarkFirstTrySuccess compares a call that succeeds at once made
 // directly, through backoff v4's Retry, and through Policy.Do.
 func BenchmarkFirstTrySuccess(b *testing.B) {
-	ctx := context.Background()
 	b.Run("impl=direct", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -40,35 +39,35 @@ func BenchmarkFirstTrySuccess(b *testing.B) {
 			}
 		}
 	})
-	b.Run("impl=backoff_v4", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			o := op{succeedOn: 1}
-			bo := backoff.WithContext(backoff.WithMaxRetries(&backoff.ZeroBackOff{}, 2), ctx)
-			if err := backoff.Retry(o.call, bo); err != nil {
-				b.Fatal(err)
-			}
+	b.Run("impl=backoff_v4", func(b *testing.B) { benchBackoff(b, 1) })
+	b.Run("impl=retries", func(b *testing.B) { benchDo(b, retries.New(retries.WithStop(retries.StopAfterAttempt(3))), 1) })
+	b.Run("impl=retries_DocV1", func(b *testing.B) { benchDo(b, retries.DocV1, 1) })
+}
+
+// benchBackoff runs an op that succeeds on call succeedOn through backoff
+// v4's Retry with up to 3 attempts and no wait.
+func benchBackoff(b *testing.B, succeedOn int) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		o := op{succeedOn: succeedOn}
+		bo := backoff.WithContext(backoff.WithMaxRetries(&backoff.ZeroBackOff{}, 2), ctx)
+		if err := backoff.Retry(o.call, bo); err != nil {
+			b.Fatal(err)
 		}
-	})
-	b.Run("impl=retries", func(b *testing.B) {
-		p := retries.New(retries.WithStop(retries.StopAfterAttempt(3)))
-		b.ReportAllocs()
-		for b.Loop() {
-			o := op{succeedOn: 1}
-			if err := p.Do(ctx, func(context.Context) error { return o.call() }); err != nil {
-				b.Fatal(err)
-			}
+	}
+}
+
+// benchDo runs an op that succeeds on call succeedOn through p.Do.
+func benchDo(b *testing.B, p retries.Policy, succeedOn int) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		o := op{succeedOn: succeedOn}
+		if err := p.Do(ctx, func(context.Context) error { return o.call() }); err != nil {
+			b.Fatal(err)
 		}
-	})
-	b.Run("impl=retries_DocV1", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			o := op{succeedOn: 1}
-			if err := retries.DocV1.Do(ctx, func(context.Context) error { return o.call() }); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	}
 }
 
 // BenchmarkDoValueFirstTrySuccess compares a value-returning call that
@@ -109,25 +108,6 @@ func BenchmarkDoValueFirstTrySuccess(b *testing.B) {
 // BenchmarkFailFailSucceed compares a call that fails twice and then
 // succeeds, with zero waits, through backoff v4 and through Policy.Do.
 func BenchmarkFailFailSucceed(b *testing.B) {
-	ctx := context.Background()
-	b.Run("impl=backoff_v4", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			o := op{succeedOn: 3}
-			bo := backoff.WithContext(backoff.WithMaxRetries(&backoff.ZeroBackOff{}, 2), ctx)
-			if err := backoff.Retry(o.call, bo); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("impl=retries", func(b *testing.B) {
-		p := retries.New(retries.WithStop(retries.StopAfterAttempt(3)))
-		b.ReportAllocs()
-		for b.Loop() {
-			o := op{succeedOn: 3}
-			if err := p.Do(ctx, func(context.Context) error { return o.call() }); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	b.Run("impl=backoff_v4", func(b *testing.B) { benchBackoff(b, 3) })
+	b.Run("impl=retries", func(b *testing.B) { benchDo(b, retries.New(retries.WithStop(retries.StopAfterAttempt(3))), 3) })
 }
