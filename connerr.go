@@ -19,12 +19,16 @@ import (
 // *net.OpError of a transport; a [*TransportError] counts as a *url.Error).
 //
 // It reports false for nil, for errors that carry none of these, for TLS
-// certificate errors, for a [*StatusError], and for an error that matches
+// certificate errors, for a [*StatusError], for a dial that could not start
+// (a malformed address: [*net.AddrError], [*net.ParseError],
+// [net.UnknownNetworkError]), and for an error that matches
 // [context.Canceled]. A deadline counts only when a dial or lookup reports
 // it (a *net.OpError of a dial, or a *net.DNSError); a plain
 // [context.DeadlineExceeded] is the caller's own deadline and does not
-// count. Whatever it reports, Do never retries once the caller's context is
-// done.
+// count. A dial cut short by the caller's own deadline reports the same
+// timeout as a dial that timed out on its own, and the error alone cannot
+// tell them apart: it counts, but Do never retries once the caller's context
+// is done, whatever this function reports.
 //
 // pyvespa's is_connection_error also matches any error whose message
 // contains "connection" or "error sending request"; this one classifies by
@@ -44,6 +48,16 @@ func IsConnectionError(err error) bool {
 	)
 	if errors.As(err, &certErr) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
 		errors.As(err, &invalid) || errors.As(err, &status) {
+		return false
+	}
+	// A dial that could not start (a malformed address, an unknown
+	// network) is a mistake in the program, not a failed connection.
+	var (
+		addrErr    *net.AddrError
+		parseErr   *net.ParseError
+		unknownNet net.UnknownNetworkError
+	)
+	if errors.As(err, &addrErr) || errors.As(err, &parseErr) || errors.As(err, &unknownNet) {
 		return false
 	}
 	var dnsErr *net.DNSError

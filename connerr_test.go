@@ -652,3 +652,23 @@ func TestIsConnectionErrorExclusionsWin(t *testing.T) {
 		})
 	}
 }
+
+// TestIsConnectionErrorDialMistakes checks that a dial that could not start
+// because of the program's own mistake is not a connection error.
+func TestIsConnectionErrorDialMistakes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ network, addr string }{
+		{"tcp", "127.0.0.1"},            // missing port: *net.AddrError
+		{"tcp", "127.0.0.1:99999"},      // invalid port
+		{"bogus", "127.0.0.1:80"},       // net.UnknownNetworkError
+		{"ip:nosuchproto", "127.0.0.1"}, // unknown protocol
+	} {
+		_, err := net.Dial(tc.network, tc.addr)
+		if err == nil {
+			t.Fatalf("net.Dial(%q, %q) succeeded", tc.network, tc.addr)
+		}
+		if retries.IsConnectionError(err) {
+			t.Errorf("IsConnectionError(%v) = true, want false", err)
+		}
+	}
+}

@@ -538,3 +538,76 @@ func TestLogRetries(t *testing.T) {
 		}
 	})
 }
+
+// TestNoSleepPastDeadlineAfterSlowHook checks that the time a hook takes
+// counts when Do decides whether the next wait would pass the deadline.
+func TestNoSleepPastDeadlineAfterSlowHook(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+		defer cancel()
+		p := always(5, time.Second).Copy(retries.WithAfter(func(retries.State) { time.Sleep(time.Second) }))
+		start := time.Now()
+		s, err := runErr(t, ctx, p, func(int) error { return errBoom })
+		// After the hook it is 1 s; the wait would end at 2 s, past 1.5 s.
+		if at := time.Since(start); at != time.Second || len(s.calls) != 1 || ctx.Err() != nil {
+			t.Errorf("Do returned at %v after %d calls (ctx.Err() %v), want at 1s after 1, before the deadline", at, len(s.calls), ctx.Err())
+		}
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, errBoom) {
+			t.Errorf("Do() = %v, want to match DeadlineExceeded and boom", err)
+		}
+	})
+}
+
+// TestErrorAttemptsHaveNoValue checks that the value returned beside an
+// error is neither recorded as the outcome nor discarded.
+func TestErrorAttemptsHaveNoValue(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var discarded, seen []any
+		p := always(3, 0).Copy(
+			retries.WithDiscard(func(v any) { discarded = append(discarded, v) }),
+			retries.WithAfter(func(s retries.State) { seen = append(seen, s.Value) }),
+		)
+		_, _, err := runValue(t, t.Context(), p, func(int) (*http.Response, error) { return nil, errBoom })
+		var re *retries.RetryError
+		if !errors.As(err, &re) || re.Value != nil || re.Err != errBoom {
+			t.Fatalf("DoValue() = %v, want a RetryError with boom and a nil Value", err)
+		}
+		if len(discarded) != 0 || len(seen) != 3 || seen[0] != nil {
+			t.Errorf("discarded %v, hooks saw values %v, want nothing discarded and nil values", discarded, seen)
+		}
+		// A successful nil pointer that is retried is not discarded either.
+		p = p.Copy(retries.WithRetry(retries.RetryIfValue(func(any) bool { return true })))
+		_, _, _ = runValue(t, t.Context(), p, func(int) (*http.Response, error) { return nil, nil })
+		if len(discarded) != 0 {
+			t.Errorf("discarded %v, want no nil pointer discarded", discarded)
+		}
+	})
+}
+
+// TestValuePredicatesInDo checks that Do asks predicates that look at
+// successes, with a nil value.
+func TestValuePredicatesInDo(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var values []any
+		p := always(3, 0).Copy(retries.WithRetry(retries.RetryIfValue(func(v any) bool { values = append(values, v); return true })))
+		s, err := runErr(t, t.Context(), p, func(int) error { return nil })
+		var re *retries.RetryError
+		if !errors.As(err, &re) || len(s.calls) != 3 || len(values) != 3 || values[0] != nil {
+			t.Errorf("Do() = %v after %d calls, predicate saw %v, want a RetryError after 3 calls, 3 nil values", err, len(s.calls), values)
+		}
+		errDone := errors.New("done")
+		p = always(10, 0).Copy(retries.WithRetry(retries.RetryNot(retries.RetryIfErrorIs(errDone))))
+		s, err = runErr(t, t.Context(), p, func(i int) error {
+			if i == 4 {
+				return errDone
+			}
+			return nil
+		})
+		if err != errDone || len(s.calls) != 5 {
+			t.Errorf("Do() = %v after %d calls, want done after 5", err, len(s.calls))
+		}
+	})
+}

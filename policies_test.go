@@ -261,16 +261,15 @@ func TestSyncRequest(t *testing.T) {
 			if err != nil || resp.StatusCode != 429 || len(s.calls) != 11 {
 				t.Fatalf("DoValue() = %d, %v after %d calls, want the 429 after 11", resp.StatusCode, err, len(s.calls))
 			}
-			var baseSum float64
 			for i, d := range s.sleeps() {
 				base := goldenBase[i]
-				baseSum += base
 				if d.Seconds() < base-1e-6 || d.Seconds() > base+1+1e-6 {
 					t.Errorf("sleep %d = %v, want within [%gs, %gs]", i+1, d, base, base+1)
 				}
 			}
-			if math.Abs(baseSum-19.735605) > 1e-5 {
-				t.Errorf("sum of bases = %g, want 19.735605", baseSum)
+			// semantics.md: 19.7356 s of base plus 10 × U(0, 1 s).
+			if total := s.calls[10].Seconds(); total < 19.735605-1e-5 || total > 29.735605+1e-5 {
+				t.Errorf("total wait = %gs, want within [19.7356s, 29.7356s]", total)
 			}
 		})
 	})
@@ -385,11 +384,6 @@ func TestReraisePolicies(t *testing.T) {
 // document/v1 call, each outer attempt running a fresh inner policy.
 func TestDocV1AroundThrottle(t *testing.T) {
 	t.Parallel()
-	type sleepRec struct {
-		layer   string
-		attempt int
-		wait    time.Duration
-	}
 	for _, tc := range []struct {
 		name       string
 		codes      []int
@@ -401,7 +395,7 @@ func TestDocV1AroundThrottle(t *testing.T) {
 	}{
 		{"4x429_then_200", []int{429, 429, 429, 429, 200}, 5, 200,
 			[]sleepRec{{"inner", 1, 0}, {"inner", 2, 0}, {"inner", 3, 0}, {"inner", 4, 0}}},
-		{"25x429_then_200", append(slices.Repeat([]int{429}, 25), 200), 26, 200, nil},
+		{"25x429_then_200", append(slices.Repeat([]int{429}, 25), 200), 26, 200, innerSleeps(25)},
 		{"503_forever", []int{503}, 3, 503,
 			[]sleepRec{{"outer", 1, time.Second}, {"outer", 2, 2 * time.Second}}},
 		{"429_503_429_429_200", []int{429, 503, 429, 429, 200}, 5, 200,
@@ -467,6 +461,23 @@ func TestDocV1AroundThrottle(t *testing.T) {
 			}
 		})
 	})
+}
+
+// sleepRec is one sleep of a layered call: its layer, the attempt it
+// follows and its length.
+type sleepRec struct {
+	layer   string
+	attempt int
+	wait    time.Duration
+}
+
+// innerSleeps lists n inner sleeps after attempts 1 to n.
+func innerSleeps(n int) []sleepRec {
+	recs := make([]sleepRec, n)
+	for i := range recs {
+		recs[i] = sleepRec{"inner", i + 1, 0}
+	}
+	return recs
 }
 
 // TestCopyLeavesOriginal checks that Copy derives a new value and leaves the

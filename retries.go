@@ -77,9 +77,8 @@ type Policy struct {
 	discard                    func(any)
 
 	// Derived from the fields above by Copy, so Do need not ask.
-	clockFirst  bool // read the clock before the first attempt
-	valueRetry  bool // the predicate may retry a successful outcome
-	customFinal bool // discard is set
+	clockFirst bool // read the clock before the first attempt
+	valueRetry bool // the predicate may retry a successful outcome
 }
 
 // State describes a call in progress. Stops, waits and predicates built
@@ -138,7 +137,6 @@ func (p Policy) Copy(opts ...Option) Policy {
 	}
 	p.clockFirst = p.stop.usesClock() || p.wait.usesClock() || p.before != nil
 	p.valueRetry = p.retry.onValue()
-	p.customFinal = p.discard != nil
 	return p
 }
 
@@ -305,7 +303,7 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 			p.before(State{Attempt: st.Attempt, Elapsed: time.Since(start), Slept: st.Slept, PrevWait: st.PrevWait})
 		}
 		v, err := fn(ctx)
-		if err == nil && !(hasValue && p.valueRetry) {
+		if err == nil && !p.valueRetry {
 			return v, nil
 		}
 		if err != nil {
@@ -313,8 +311,10 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 				return v, pe.Err
 			}
 		}
+		// Only a successful attempt has a value: an error's companion
+		// value (usually the zero value) is neither shown nor discarded.
 		var boxed any
-		if hasValue {
+		if hasValue && err == nil {
 			boxed = v
 		}
 		if !p.retry.match(boxed, err) {
@@ -346,7 +346,8 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 		if p.stop.check(st) {
 			return v, p.exhausted(&st)
 		}
-		if dl, ok := ctx.Deadline(); ok && d >= dl.Sub(now) {
+		if dl, ok := ctx.Deadline(); ok && d >= time.Until(dl) { // hooks and waits took time since now
+
 			return v, ctxEnded(ctx, &st, context.DeadlineExceeded)
 		}
 		if p.beforeSleep != nil {
@@ -357,7 +358,7 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 		}
 		st.Slept = addSat(st.Slept, d)
 		st.PrevWait = d
-		if boxed != nil {
+		if boxed != nil && !isNilPointer(boxed) {
 			p.discardValue(boxed)
 		}
 	}
@@ -379,7 +380,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 func (p *Policy) discardValue(v any) {
-	if p.customFinal {
+	if p.discard != nil {
 		p.discard(v)
 		return
 	}

@@ -54,9 +54,9 @@ const maxDrain = 4 << 10
 // CheckStatus returns a [*StatusError] when resp has a 4xx or 5xx status, and
 // nil otherwise (including for a nil resp). It is the analogue of
 // raise_for_status. On error it reads up to 4 KiB of the body into
-// StatusError.Body and closes the body, so the connection can be reused and
-// nothing leaks when the error is retried; the caller must not read resp.Body
-// after CheckStatus returns an error.
+// StatusError.Body, drains up to 4 KiB more and closes the body, so the
+// connection can be reused and nothing leaks when the error is retried; the
+// caller must not read resp.Body after CheckStatus returns an error.
 func CheckStatus(resp *http.Response) error {
 	if resp == nil || resp.StatusCode < 400 || resp.StatusCode > 599 {
 		return nil

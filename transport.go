@@ -83,7 +83,8 @@ import (
 //
 // # Errors
 //
-// Every error RoundTrip returns is a [*TransportError] that names the method
+// Every error RoundTrip returns for a request (that is, for all but a nil
+// Request or URL) is a [*TransportError] that names the method
 // and the URL with its password removed ([url.URL.Redacted]), and never
 // request headers or bodies. The error of each attempt reaches the policy's
 // predicate as a *TransportError too, which also matches [*url.Error] with
@@ -371,10 +372,7 @@ func (r *roundTrip) outcome(resp *http.Response, err error) (*http.Response, err
 
 // finish turns DoValue's result into RoundTrip's.
 func (r *roundTrip) finish(resp *http.Response, err error) (*http.Response, error) {
-	if err == nil {
-		if resp == nil { // unreachable: attempt never returns nil, nil
-			return nil, r.wrap(errors.New("no response"))
-		}
+	if err == nil { // attempt never returns nil, nil
 		return resp, nil
 	}
 	if resp != nil {

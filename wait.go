@@ -206,6 +206,11 @@ func (e Exponential) norm(fn string) Exponential {
 	if e.Base < 0 || math.IsNaN(e.Base) || math.IsInf(e.Base, 0) {
 		panic(fmt.Sprintf("retries: %s: Base %v is not a positive finite number", fn, e.Base))
 	}
+	return e.withDefaults()
+}
+
+// withDefaults fills in the zero fields that have a default.
+func (e Exponential) withDefaults() Exponential {
 	if e.Multiplier == 0 {
 		e.Multiplier = time.Second
 	}
@@ -222,8 +227,10 @@ func (e Exponential) norm(fn string) Exponential {
 // nanoseconds, without ever forming Inf × 0 or an out-of-range conversion.
 func (e Exponential) high(n int) float64 {
 	lo, hi := float64(e.Min), float64(e.Max)
+	// The multiplier is at least 1ns and the power is in [0, +Inf], so v is
+	// never NaN: +Inf is clamped to hi like any large value.
 	v := float64(e.Multiplier) * math.Pow(e.Base, float64(n-1))
-	if v > hi || math.IsNaN(v) { // NaN cannot happen with a positive multiplier; be safe
+	if v > hi {
 		v = hi
 	}
 	if v < lo {
@@ -232,7 +239,10 @@ func (e Exponential) high(n int) float64 {
 	return v
 }
 
+// String describes the parameters, defaults filled in, as in
+// "multiplier=1s, base=2, min=0s, max=none".
 func (e Exponential) String() string {
+	e = e.withDefaults()
 	return fmt.Sprintf("multiplier=%v, base=%g, min=%v, max=%s", e.Multiplier, e.Base, e.Min, capString(e.Max))
 }
 
@@ -300,10 +310,7 @@ func (w expoJitter) bounds(s State) (lo, hi time.Duration) {
 }
 
 func (w expoJitter) at(n int, u float64) time.Duration {
-	v := float64(w.e.Multiplier)*math.Pow(w.e.Base, float64(n-1)) + u*float64(w.jitter)
-	v = math.Min(v, float64(w.e.Max))
-	v = math.Max(v, float64(w.e.Min))
-	return w.e.clamp(v)
+	return w.e.clamp(float64(w.e.Multiplier)*math.Pow(w.e.Base, float64(n-1)) + u*float64(w.jitter))
 }
 
 func (w expoJitter) String() string {

@@ -28,8 +28,12 @@ const (
 	defaultDocs        = 2000
 	defaultRate        = 500
 	defaultConcurrency = 32
-	defaultFaultRate   = 0.003
-	defaultResetRate   = 0.0005
+	defaultFaultRate   = 0.002
+	defaultResetRate   = 0.0015 // about 3 resets in a default run
+
+	// Upper bounds on the flags, so that a typo cannot exhaust the machine.
+	maxDocs        = 1_000_000
+	maxConcurrency = 1024
 )
 
 // demoConfig says what the demo does.
@@ -103,6 +107,10 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 		return usageErrorf("demo: -rate %v: must be a positive number", *rate)
 	case *conc == 0:
 		return usageErrorf("demo: -concurrency 0: need at least one worker")
+	case *conc > maxConcurrency:
+		return usageErrorf("demo: -concurrency %d: at most %d", *conc, maxConcurrency)
+	case *docs > maxDocs:
+		return usageErrorf("demo: -docs %d: at most %d", *docs, maxDocs)
 	case *faultRate+*resetRate > 1:
 		return usageErrorf("demo: -fault-rate %v and -reset-rate %v: add up to more than 1", *faultRate, *resetRate)
 	}

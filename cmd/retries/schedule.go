@@ -15,7 +15,8 @@ import (
 
 const (
 	defaultSamples = 10000
-	maxSamples     = 1000000
+	maxSamples     = 100000
+	maxAttempts    = 200 // with maxSamples, at most 20 million sampled waits
 	// neverWaits is how many waits schedule shows by default for a policy
 	// that never gives up.
 	neverWaits = 12
@@ -106,6 +107,8 @@ func runSchedule(args []string, stdout io.Writer) error {
 		return usageErrorf("schedule: unexpected argument %q", pos[1])
 	case *upTo < 0:
 		return usageErrorf("schedule: -attempts %d: must not be negative", *upTo)
+	case *upTo > maxAttempts:
+		return usageErrorf("schedule: -attempts %d: at most %d", *upTo, maxAttempts)
 	case *samples < 0:
 		return usageErrorf("schedule: -samples %d: must not be negative", *samples)
 	case *samples == 0 || *samples > maxSamples:

@@ -81,7 +81,7 @@ type demoServer struct {
 	admitted map[string]int // admitted requests per document
 	acked    map[string]int // 200 answers per document
 
-	requests, throttled, unavailable, resets, acks, duplicates, rejected atomic.Int64
+	requests, throttled, unavailable, resets, duplicates, rejected atomic.Int64
 }
 
 // demoPath is the path of the demo's documents, as in Vespa's document/v1
@@ -155,7 +155,6 @@ func (s *demoServer) feed(w http.ResponseWriter, r *http.Request) {
 	if k > 0 {
 		s.duplicates.Add(1)
 	}
-	s.acks.Add(1)
 	writeJSON(w, http.StatusOK, map[string]string{"pathId": r.URL.Path, "id": "id:demo:doc::" + id})
 }
 

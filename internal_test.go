@@ -1,0 +1,56 @@
+package retries
+
+import (
+	"testing"
+	"time"
+)
+
+// TestGoldenDraws ports Y02, Y03 and Y05 with the uniform draw fixed, as
+// pyvespa's tests patch random.uniform: the waits are exact to the
+// microsecond (the table in semantics.md has six decimals).
+func TestGoldenDraws(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		n    int
+		u    float64
+		want time.Duration
+	}{
+		{1, 0, 100 * time.Millisecond},          // Y02
+		{4, 0, 423580103 * time.Nanosecond},     // Y02: 0.1 × 1.618³ s
+		{1, 1, 1100 * time.Millisecond},         // Y03
+		{1, 0.5, 600 * time.Millisecond},        // Y05, first sleep
+		{2, 0.5, 661800000 * time.Nanosecond},   // Y05, second sleep
+		{11, 0, 12296604 * time.Microsecond},    // 0.1 × 1.618^10 s, semantics.md's table
+		{11, 0.25, 12546604 * time.Microsecond}, // plus a quarter second
+	} {
+		if got := (golden{}).at(tc.n, tc.u); absDur(got-tc.want) > time.Microsecond {
+			t.Errorf("golden wait after attempt %d with u=%g = %v, want %v", tc.n, tc.u, got, tc.want)
+		}
+	}
+}
+
+// TestRandomExponentialDraws checks full jitter at both ends and the middle
+// of the draw, for Throttle's parameters.
+func TestRandomExponentialDraws(t *testing.T) {
+	t.Parallel()
+	w := randExpo{Exponential{Multiplier: time.Second, Max: 10 * time.Second}.norm("test")}
+	for _, tc := range []struct {
+		n    int
+		u    float64
+		want time.Duration
+	}{
+		{1, 0, 0}, {1, 1, time.Second}, {1, 0.5, 500 * time.Millisecond},
+		{4, 0.5, 4 * time.Second}, {5, 0.5, 5 * time.Second}, {64, 1, 10 * time.Second}, {1 << 40, 0.3, 3 * time.Second},
+	} {
+		if got := w.at(tc.n, tc.u); got != tc.want {
+			t.Errorf("Throttle wait after attempt %d with u=%g = %v, want %v", tc.n, tc.u, got, tc.want)
+		}
+	}
+}
+
+func absDur(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
