@@ -78,6 +78,7 @@ type Policy struct {
 
 	// Derived from the fields above by Copy, so Do need not ask.
 	clockFirst bool // read the clock before the first attempt
+	clockEach  bool // keep State.Elapsed current after every attempt
 	valueRetry bool // the predicate may retry a successful outcome
 }
 
@@ -136,6 +137,7 @@ func (p Policy) Copy(opts ...Option) Policy {
 		}
 	}
 	p.clockFirst = p.stop.usesClock() || p.wait.usesClock() || p.before != nil
+	p.clockEach = p.clockFirst || p.after != nil || p.beforeSleep != nil || p.onExhausted != nil
 	p.valueRetry = p.retry.onValue()
 	return p
 }
@@ -321,16 +323,21 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 			return v, err
 		}
 
-		now := time.Now()
-		if start.IsZero() {
-			start = now
+		// The clock is read once at the first failure, and after every
+		// attempt only when something looks at State.Elapsed.
+		if p.clockEach || start.IsZero() {
+			now := time.Now()
+			if start.IsZero() {
+				start = now
+			}
+			st.Elapsed = now.Sub(start)
 		}
-		st.Elapsed, st.Err, st.Value, st.Wait = now.Sub(start), err, boxed, 0
+		st.Err, st.Value, st.Wait = err, boxed, 0
 		if p.after != nil {
 			p.after(st)
 		}
 		if ctx.Err() != nil {
-			return v, ctxEnded(ctx, &st, nil)
+			return v, ctxEnded(ctx, p.settle(&st, start), nil)
 		}
 		if !waitSet {
 			w, waitSet = p.wait.begin(), true
@@ -340,21 +347,20 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 			d = w.next(st)
 		}
 		if d < 0 { // the backoff adapter said backoff.Stop
-			return v, p.exhausted(&st)
+			return v, p.exhausted(p.settle(&st, start))
 		}
 		st.Wait = d
 		if p.stop.check(st) {
-			return v, p.exhausted(&st)
+			return v, p.exhausted(p.settle(&st, start))
 		}
-		if dl, ok := ctx.Deadline(); ok && d >= time.Until(dl) { // hooks and waits took time since now
-
-			return v, ctxEnded(ctx, &st, context.DeadlineExceeded)
+		if dl, ok := ctx.Deadline(); ok && d >= time.Until(dl) {
+			return v, ctxEnded(ctx, p.settle(&st, start), context.DeadlineExceeded)
 		}
 		if p.beforeSleep != nil {
 			p.beforeSleep(st)
 		}
 		if !sleep(ctx, d) {
-			return v, ctxEnded(ctx, &st, nil)
+			return v, ctxEnded(ctx, p.settle(&st, start), nil)
 		}
 		st.Slept = addSat(st.Slept, d)
 		st.PrevWait = d
@@ -362,6 +368,15 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 			p.discardValue(boxed)
 		}
 	}
+}
+
+// settle brings st.Elapsed up to date before the call ends, when the loop
+// did not keep it current, and returns st.
+func (p *Policy) settle(st *State, start time.Time) *State {
+	if !p.clockEach {
+		st.Elapsed = time.Since(start)
+	}
+	return st
 }
 
 // sleep waits d or until ctx is done, and reports whether it waited d.
