@@ -68,17 +68,16 @@ func RetryIfError(f func(error) bool) Predicate {
 	if f == nil {
 		panic("retries: RetryIfError(nil)")
 	}
-	return Predicate{errFunc{f: &f, name: funcName(f)}}
+	return Predicate{errFunc{f: &f}}
 }
 
 type errFunc struct {
-	f    *func(error) bool
-	name string
+	f *func(error) bool // a pointer keeps the struct comparable
 }
 
 func (p errFunc) match(_ any, err error) bool { return err != nil && (*p.f)(err) }
 func (errFunc) onValue() bool                 { return false }
-func (p errFunc) String() string              { return "RetryIfError(" + p.name + ")" }
+func (p errFunc) String() string              { return "RetryIfError(" + funcName(*p.f) + ")" }
 
 // RetryIfErrorIs retries an error that matches any of targets with
 // [errors.Is].
@@ -148,17 +147,16 @@ func RetryIfValue(f func(v any) bool) Predicate {
 	if f == nil {
 		panic("retries: RetryIfValue(nil)")
 	}
-	return Predicate{valueFunc{f: &f, name: funcName(f)}}
+	return Predicate{valueFunc{f: &f}}
 }
 
 type valueFunc struct {
-	f    *func(any) bool
-	name string
+	f *func(any) bool
 }
 
 func (p valueFunc) match(v any, err error) bool { return err == nil && (*p.f)(v) }
 func (valueFunc) onValue() bool                 { return true }
-func (p valueFunc) String() string              { return "RetryIfValue(" + p.name + ")" }
+func (p valueFunc) String() string              { return "RetryIfValue(" + funcName(*p.f) + ")" }
 
 // RetryAny retries an outcome that any of preds retries, checked in order.
 // With no predicates it retries nothing.

@@ -70,8 +70,7 @@ type Policy struct {
 	retry   Predicate
 	reraise bool
 
-	onExhausted     func(State) error
-	onExhaustedName string
+	onExhausted func(State) error
 
 	before, after, beforeSleep func(State)
 	discard                    func(any)
@@ -166,11 +165,7 @@ func WithReraise(reraise bool) Option { return func(p *Policy) { p.reraise = rer
 // context ends the call, nor for an outcome that is not retried. A nil f
 // removes the callback.
 func WithOnExhausted(f func(State) error) Option {
-	name := ""
-	if f != nil {
-		name = funcName(f)
-	}
-	return func(p *Policy) { p.onExhausted, p.onExhaustedName = f, name }
+	return func(p *Policy) { p.onExhausted = f }
 }
 
 // ReturnLastOutcome is an exhaustion callback for [WithOnExhausted] that
@@ -220,7 +215,7 @@ func (p Policy) String() string {
 	fmt.Fprintf(&b, "Policy{stop: %v, wait: %v, retry: %v, on exhaustion: ", p.stop, p.wait, p.retry)
 	switch {
 	case p.onExhausted != nil:
-		b.WriteString(p.onExhaustedName)
+		b.WriteString(funcName(p.onExhausted))
 	case p.reraise:
 		b.WriteString("reraise")
 	default:

@@ -161,16 +161,15 @@ func StopIf(f func(State) bool) Stop {
 	if f == nil {
 		panic("retries: StopIf(nil)")
 	}
-	return Stop{stopFunc{f: &f, name: funcName(f)}}
+	return Stop{stopFunc{f: &f}}
 }
 
 type stopFunc struct {
-	f    *func(State) bool // a pointer keeps the struct comparable
-	name string
+	f *func(State) bool // a pointer keeps the struct comparable
 }
 
 func (f stopFunc) stop(s State) bool { return (*f.f)(s) }
-func (f stopFunc) String() string    { return "StopIf(" + f.name + ")" }
+func (f stopFunc) String() string    { return "StopIf(" + funcName(*f.f) + ")" }
 
 func joinStrings[T fmt.Stringer](parts []T) string {
 	var b strings.Builder

@@ -456,17 +456,16 @@ func WaitFunc(f func(State) time.Duration) Wait {
 	if f == nil {
 		panic("retries: WaitFunc(nil)")
 	}
-	return Wait{waitFunc{f: &f, name: funcName(f)}}
+	return Wait{waitFunc{f: &f}}
 }
 
 type waitFunc struct {
-	f    *func(State) time.Duration
-	name string
+	f *func(State) time.Duration
 }
 
 func (w waitFunc) next(s State) time.Duration            { return max((*w.f)(s), 0) }
 func (w waitFunc) bounds(s State) (lo, hi time.Duration) { d := w.next(s); return d, d }
-func (w waitFunc) String() string                        { return "WaitFunc(" + w.name + ")" }
+func (w waitFunc) String() string                        { return "WaitFunc(" + funcName(*w.f) + ")" }
 
 // WaitBackOff adapts a [backoff.BackOff] from github.com/cenkalti/backoff/v4
 // into a Wait. A BackOff keeps state and is not safe for concurrent use, so
@@ -480,21 +479,20 @@ func WaitBackOff(newBackOff func() backoff.BackOff) Wait {
 	if newBackOff == nil {
 		panic("retries: WaitBackOff(nil)")
 	}
-	return Wait{backOffWait{newB: &newBackOff, name: funcName(newBackOff)}}
+	return Wait{backOffWait{newB: &newBackOff}}
 }
 
 type backOffWait struct {
 	newB *func() backoff.BackOff
-	name string
 }
 
 func (w backOffWait) start() waiter {
 	b := (*w.newB)()
 	if b == nil {
-		panic("retries: WaitBackOff: " + w.name + " returned a nil BackOff")
+		panic("retries: WaitBackOff: " + funcName(*w.newB) + " returned a nil BackOff")
 	}
 	b.Reset()
-	return &backOffRun{b: b, name: w.name}
+	return &backOffRun{b: b, from: w}
 }
 
 // next is used only when a caller asks a shared Wait for a duration; the
@@ -504,11 +502,11 @@ func (w backOffWait) bounds(s State) (lo, hi time.Duration) {
 	d := max(w.next(s), 0)
 	return d, d
 }
-func (w backOffWait) String() string { return "WaitBackOff(" + w.name + ")" }
+func (w backOffWait) String() string { return "WaitBackOff(" + funcName(*w.newB) + ")" }
 
 type backOffRun struct {
 	b    backoff.BackOff
-	name string
+	from backOffWait
 }
 
 func (r *backOffRun) next(State) time.Duration {
@@ -522,7 +520,7 @@ func (r *backOffRun) bounds(s State) (lo, hi time.Duration) {
 	d := max(r.next(s), 0)
 	return d, d
 }
-func (r *backOffRun) String() string { return "WaitBackOff(" + r.name + ")" }
+func (r *backOffRun) String() string { return r.from.String() }
 
 // fromNanos converts a wait in float nanoseconds to a Duration, saturating:
 // NaN and negative values give 0, values at or past the largest Duration give
