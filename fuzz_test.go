@@ -132,7 +132,7 @@ func checkWait(t *testing.T, name string, w Wait, s State) (lo, hi time.Duration
 	if d := w.Duration(s); d < lo || d > hi {
 		t.Fatalf("%s.Duration(%+v) = %v, want within Bounds [%v, %v]", name, s, d, lo, hi)
 	}
-	if d := w.next(s); d != stopWait && (d < lo || d > hi) {
+	if d := w.nextOrStop(s); d != stopWait && (d < lo || d > hi) {
 		t.Fatalf("%s.next(%+v) = %v, want within Bounds [%v, %v]", name, s, d, lo, hi)
 	}
 	if w.String() == "" {
@@ -314,7 +314,7 @@ func FuzzWaits(f *testing.F) {
 		for _, st := range []State{s, raw} {
 			checkWait(t, "WaitRandomExponential", randW, st)
 		}
-		rx := randExpo{ne}
+		rx := randExpo{e: ne}
 		rd := rx.at(n, u)
 		if rd < elo || rd > ehi {
 			t.Fatalf("WaitRandomExponential(%+v) after attempt %d at u=%v = %v, want within [%v, %v]", e, n, u, rd, elo, ehi)
@@ -445,7 +445,7 @@ func FuzzWaits(f *testing.F) {
 				t.Fatalf("WaitCombine after attempt %d: bounds %v, %v, want the saturated sums %v, %v", st.Attempt, lo, hi, satSum(los...), satSum(his...))
 			}
 		}
-		if d := WaitCombine(fixedA, stopped).next(s); d != stopWait {
+		if d := WaitCombine(fixedA, stopped).nextOrStop(s); d != stopWait {
 			t.Fatalf("WaitCombine with a stopped BackOff: next = %v, want stopWait", d)
 		}
 	})
@@ -532,7 +532,7 @@ func TestWaitOverflowVectors(t *testing.T) {
 	t.Run("D1 WaitExponential(1s, max 10s)", func(t *testing.T) {
 		w := WaitExponential(Exponential{Multiplier: time.Second, Max: 10 * time.Second})
 		for _, n := range []int{64, 65, 1025, 1100, 5000, 1e6, math.MaxInt32, math.MaxInt} {
-			if got := w.next(State{Attempt: n}); got != 10*time.Second {
+			if got := w.nextOrStop(State{Attempt: n}); got != 10*time.Second {
 				t.Errorf("next(attempt %d) = %v, want 10s", n, got)
 			}
 		}
@@ -540,7 +540,7 @@ func TestWaitOverflowVectors(t *testing.T) {
 	t.Run("D2 WaitExponential(1.5s, max 60s)", func(t *testing.T) {
 		w := WaitExponential(Exponential{Multiplier: 1500 * time.Millisecond, Max: 60 * time.Second})
 		for _, n := range []int{64, 1025, 5000} {
-			if got := w.next(State{Attempt: n}); got != 60*time.Second {
+			if got := w.nextOrStop(State{Attempt: n}); got != 60*time.Second {
 				t.Errorf("next(attempt %d) = %v, want 60s", n, got)
 			}
 		}
@@ -579,7 +579,7 @@ func TestWaitOverflowVectors(t *testing.T) {
 		for _, tc := range tests {
 			w := WaitIncrementing(tc.start, tc.inc, tc.max)
 			for i, want := range tc.want {
-				if got := w.next(State{Attempt: i + 1}); got != want {
+				if got := w.nextOrStop(State{Attempt: i + 1}); got != want {
 					t.Errorf("%v.next(attempt %d) = %v, want %v", w, i+1, got, want)
 				}
 			}
@@ -591,14 +591,14 @@ func TestWaitOverflowVectors(t *testing.T) {
 			got  time.Duration
 		}{
 			// D4: tenacity's default max is past Go's largest Duration.
-			{"WaitExponential() after attempt 100", WaitExponential(Exponential{}).next(State{Attempt: 100})},
-			{"DocV1's wait after attempt 1e6", DocV1.Wait().next(State{Attempt: 1e6})},
-			{"WaitIncrementing(0, max, 0) after attempt MaxInt", WaitIncrementing(0, maxWait, 0).next(State{Attempt: math.MaxInt})},
+			{"WaitExponential() after attempt 100", WaitExponential(Exponential{}).nextOrStop(State{Attempt: 100})},
+			{"DocV1's wait after attempt 1e6", DocV1.Wait().nextOrStop(State{Attempt: 1e6})},
+			{"WaitIncrementing(0, max, 0) after attempt MaxInt", WaitIncrementing(0, maxWait, 0).nextOrStop(State{Attempt: math.MaxInt})},
 			{"WaitExponentialJitter after attempt 1100", expoJitter{e: Exponential{}.norm("t"), jitter: maxWait}.at(1100, 1)},
 			{"golden after attempt 54", golden{}.at(54, 0)},
 			{"golden after attempt 1477 (OverflowError in Python)", golden{}.at(1477, 0.5)},
 			{"golden after attempt MaxInt", golden{}.at(math.MaxInt, 1)},
-			{"WaitCombine of two largest waits", WaitCombine(WaitFixed(maxWait), WaitFixed(maxWait)).next(State{Attempt: 1})},
+			{"WaitCombine of two largest waits", WaitCombine(WaitFixed(maxWait), WaitFixed(maxWait)).nextOrStop(State{Attempt: 1})},
 		}
 		for _, tc := range tests {
 			if tc.got != maxWait {

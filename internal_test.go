@@ -33,7 +33,7 @@ func TestGoldenDraws(t *testing.T) {
 // of the draw, for Throttle's parameters.
 func TestRandomExponentialDraws(t *testing.T) {
 	t.Parallel()
-	w := randExpo{Exponential{Multiplier: time.Second, Max: 10 * time.Second}.norm("test")}
+	w := randExpo{e: Exponential{Multiplier: time.Second, Max: 10 * time.Second}.norm("test")}
 	for _, tc := range []struct {
 		n    int
 		u    float64
@@ -51,6 +51,19 @@ func TestRandomExponentialDraws(t *testing.T) {
 func absDur(d time.Duration) time.Duration {
 	if d < 0 {
 		return -d
+	}
+	return d
+}
+
+// stopWait stands for a wait that asks the policy to give up, in tests that
+// compare single durations.
+const stopWait time.Duration = -1
+
+// nextOrStop returns w's next wait for s, or stopWait when w asks to give up.
+func (w Wait) nextOrStop(s State) time.Duration {
+	d, stop := w.next(s)
+	if stop {
+		return stopWait
 	}
 	return d
 }

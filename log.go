@@ -8,16 +8,16 @@ import (
 // LogRetries returns a hook for [WithBeforeSleep] that logs every retry to
 // l at level, with the attempt number, the elapsed time, the coming wait
 // and the attempt's error (or the type and status of its retried value).
-// A nil l means slog.Default().
+// A nil l means slog.Default(). It logs with the call's context, so a
+// handler that reads values from it (a trace id, say) sees them.
 //
 //	p := retries.DocV1.Copy(retries.WithBeforeSleep(retries.LogRetries(logger, slog.LevelWarn)))
-func LogRetries(l *slog.Logger, level slog.Level) func(State) {
-	return func(s State) {
+func LogRetries(l *slog.Logger, level slog.Level) func(context.Context, State) {
+	return func(ctx context.Context, s State) {
 		logger := l
 		if logger == nil {
 			logger = slog.Default()
 		}
-		ctx := context.Background()
 		if !logger.Enabled(ctx, level) {
 			return
 		}

@@ -405,8 +405,8 @@ func TestDocV1AroundThrottle(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var sleeps []sleepRec
-				record := func(layer string) func(retries.State) {
-					return func(s retries.State) { sleeps = append(sleeps, sleepRec{layer, s.Attempt, s.Wait}) }
+				record := func(layer string) func(context.Context, retries.State) {
+					return func(_ context.Context, s retries.State) { sleeps = append(sleeps, sleepRec{layer, s.Attempt, s.Wait}) }
 				}
 				outer := retries.DocV1.Copy(retries.WithBeforeSleep(record("outer")))
 				inner := retries.Throttle.Copy(retries.WithBeforeSleep(record("inner")))

@@ -46,6 +46,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -56,9 +57,10 @@ import (
 // which outcomes to retry, what to return on giving up, and which hooks to
 // call. Build one with [New] or derive one from another with [Policy.Copy].
 //
-// A Policy is a small value with no mutable state: assigning it copies it,
-// and no two copies share anything that can change. It is safe for
-// concurrent use by multiple goroutines.
+// A Policy is a small value with no mutable state of its own: assigning it
+// copies it, and two copies share only the [Budget] and [Limiter] they were
+// given, which are meant to be shared and synchronise themselves. It is
+// safe for concurrent use by multiple goroutines.
 //
 // The zero Policy makes a single attempt (it never retries) and waits
 // nothing. Its predicate is [RetryIfAnyError] and it gives up with a
@@ -72,11 +74,14 @@ type Policy struct {
 
 	onExhausted func(State) error
 
-	before, after, beforeSleep func(State)
+	before, after, beforeSleep func(context.Context, State)
 	discard                    func(any)
 
+	// Shared by every copy: each owns its synchronisation.
+	budget  *Budget
+	limiter *Limiter
+
 	// Derived from the fields above by Copy, so Do need not ask.
-	clockFirst bool // read the clock before the first attempt
 	clockEach  bool // keep State.Elapsed current after every attempt
 	valueRetry bool // the predicate may retry a successful outcome
 }
@@ -87,14 +92,13 @@ type State struct {
 	// Attempt is the number of the attempt that just ended, from 1; in the
 	// before hook, the number of the attempt about to start.
 	Attempt int
-	// Elapsed is the time since the first attempt started, measured when the
-	// attempt ended (in the before hook, when it starts).
-	//
-	// Reading the clock costs more than the rest of a first-try success, so
-	// Do reads it before the first attempt only when the policy needs it
-	// then: a delay-based stop, a StopIf or WaitFunc, or a before hook.
-	// Otherwise Elapsed counts from the end of the first attempt, which
-	// leaves out the first attempt's own duration.
+	// Elapsed is the time since the first attempt ended, measured when the
+	// attempt in Attempt ended (in the before hook, when the next one
+	// starts): 0 after the first attempt. It counts from the end of the
+	// first attempt, not from its start as tenacity does, so that a call
+	// that succeeds at once never reads the clock (which costs more here
+	// than the rest of such a call); it means the same whatever the
+	// policy's options.
 	Elapsed time.Duration
 	// Slept is the total of the waits slept so far.
 	Slept time.Duration
@@ -109,6 +113,10 @@ type State struct {
 	// PrevWait is the pause slept before the attempt that just ended; 0
 	// after the first attempt.
 	PrevWait time.Duration
+	// Refusal is why the policy gave up before its Stop did, for the
+	// exhaustion callback: [ErrBudgetExhausted] when the policy's [Budget]
+	// refused the next retry. It is nil otherwise.
+	Refusal error
 }
 
 // Option changes one part of a [Policy] in [New] and [Policy.Copy]. Options
@@ -135,8 +143,8 @@ func (p Policy) Copy(opts ...Option) Policy {
 			o(&p)
 		}
 	}
-	p.clockFirst = p.stop.usesClock() || p.wait.usesClock() || p.before != nil
-	p.clockEach = p.clockFirst || p.after != nil || p.beforeSleep != nil || p.onExhausted != nil
+	p.clockEach = p.stop.usesClock() || p.wait.usesClock() ||
+		p.before != nil || p.after != nil || p.beforeSleep != nil || p.onExhausted != nil
 	p.valueRetry = p.retry.onValue()
 	return p
 }
@@ -175,20 +183,24 @@ func WithOnExhausted(f func(State) error) Option {
 func ReturnLastOutcome(s State) error { return s.Err }
 
 // WithBefore sets a hook that runs before every attempt, with the number of
-// the attempt about to start (tenacity's before). A nil f removes it.
-func WithBefore(f func(State)) Option { return func(p *Policy) { p.before = f } }
+// the attempt about to start (tenacity's before), and the call's context. A
+// nil f removes it.
+func WithBefore(f func(context.Context, State)) Option { return func(p *Policy) { p.before = f } }
 
 // WithAfter sets a hook that runs after every attempt whose outcome is
 // retried, the last one included, before the wait is computed (tenacity's
-// after). It runs also when the context has ended the call. A nil f removes
-// it.
-func WithAfter(f func(State)) Option { return func(p *Policy) { p.after = f } }
+// after), with the call's context. It runs also when the context has ended
+// the call. A nil f removes it.
+func WithAfter(f func(context.Context, State)) Option { return func(p *Policy) { p.after = f } }
 
 // WithBeforeSleep sets a hook that runs before every wait, with the wait in
-// State.Wait (tenacity's before_sleep). It does not run after the last
-// attempt, nor when the wait is skipped because it would end past the
-// context's deadline. [LogRetries] makes one that logs. A nil f removes it.
-func WithBeforeSleep(f func(State)) Option { return func(p *Policy) { p.beforeSleep = f } }
+// State.Wait (tenacity's before_sleep) and the call's context. It does not
+// run after the last attempt, nor when the wait is skipped because it would
+// end past the context's deadline or the policy's [Budget] refuses the
+// retry. [LogRetries] makes one that logs. A nil f removes it.
+func WithBeforeSleep(f func(context.Context, State)) Option {
+	return func(p *Policy) { p.beforeSleep = f }
+}
 
 // WithDiscard sets the function that releases a retried value the caller
 // will never see. It runs just before the next attempt starts, after the
@@ -281,31 +293,58 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 	if ctx == nil {
 		panic("retries: nil Context")
 	}
+	var zero T
 	if ctx.Err() != nil {
-		var zero T
 		return zero, errBeforeStart(ctx)
 	}
 	var (
 		st      State
-		start   time.Time
-		w       waiter // this call's wait, begun at the first retry
+		start   time.Time // the end of the first attempt
+		w       waiter    // this call's wait, begun at the first retry
 		waitSet bool
+		permit  Permit // held during an attempt when the policy has a limiter
+		pending any    // a retried value neither released nor handed back yet
 	)
-	if p.clockFirst {
-		start = time.Now()
+	// A panic in a hook, a stop, a wait, a predicate or fn unwinds through
+	// here: release what the call holds, then let the panic go on. Every
+	// return clears pending and permit first.
+	defer func() {
+		if permit.l != nil {
+			permit.Release(SignalIgnore)
+		}
+		if pending != nil {
+			p.discardValue(pending)
+		}
+	}()
+	if p.budget != nil {
+		p.budget.deposit()
 	}
 	for {
-		st.Attempt++
 		if p.before != nil {
-			p.before(State{Attempt: st.Attempt, Elapsed: time.Since(start), Slept: st.Slept, PrevWait: st.PrevWait})
+			p.before(ctx, State{Attempt: st.Attempt + 1, Elapsed: p.since(start), Slept: st.Slept, PrevWait: st.PrevWait})
 		}
+		if p.limiter != nil {
+			var err error
+			if permit, err = p.limiter.Acquire(ctx); err != nil {
+				if st.Attempt == 0 {
+					return zero, errBeforeStart(ctx)
+				}
+				return zero, ctxEnded(ctx, p.settle(&st, start), nil)
+			}
+		}
+		st.Attempt++
 		v, err := fn(ctx)
 		if err == nil && !p.valueRetry {
+			if permit.l != nil {
+				permit.Release(SignalSuccess)
+				permit = Permit{}
+			}
 			return v, nil
 		}
 		if err != nil {
-			if pe := findPermanent(err); pe != nil {
-				return v, pe.Err
+			if inner, ok := findPermanent(err); ok {
+				p.release(&permit, SignalIgnore)
+				return v, inner
 			}
 		}
 		// Only a successful attempt has a value: an error's companion
@@ -314,55 +353,112 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 		if hasValue && err == nil {
 			boxed = v
 		}
-		if !p.retry.match(boxed, err) {
+		retry := p.retry.match(boxed, err)
+		backpressure := false
+		if permit.l != nil {
+			sig := SignalSuccess
+			switch {
+			case retry && p.limiter.backpressure(boxed, err):
+				sig, backpressure = SignalBackpressure, true
+			case retry:
+				sig = SignalFailure
+			case err != nil:
+				sig = SignalIgnore
+			}
+			p.release(&permit, sig)
+		}
+		if !retry {
 			return v, err
 		}
+		if boxed != nil && !isNilPointer(boxed) {
+			pending = boxed
+		}
 
-		// The clock is read once at the first failure, and after every
-		// attempt only when something looks at State.Elapsed.
-		if p.clockEach || start.IsZero() {
-			now := time.Now()
-			if start.IsZero() {
-				start = now
-			}
-			st.Elapsed = now.Sub(start)
+		// Elapsed counts from the end of the first attempt, so a call that
+		// succeeds at once never reads the clock. After later attempts the
+		// clock is read only when something looks at State.Elapsed.
+		if start.IsZero() {
+			start = time.Now()
+		} else if p.clockEach {
+			st.Elapsed = time.Since(start)
 		}
 		st.Err, st.Value, st.Wait = err, boxed, 0
 		if p.after != nil {
-			p.after(st)
+			p.after(ctx, st)
 		}
 		if ctx.Err() != nil {
+			pending = nil
 			return v, ctxEnded(ctx, p.settle(&st, start), nil)
 		}
 		if !waitSet {
 			w, waitSet = p.wait.begin(), true
 		}
-		var d time.Duration
+		d, stop := time.Duration(0), false
 		if w != nil {
-			d = w.next(st)
+			d, stop = w.next(st)
 		}
-		if d < 0 { // the backoff adapter said backoff.Stop
-			return v, p.exhausted(p.settle(&st, start))
+		if backpressure {
+			d = 0 // the limiter paces this retry in Acquire
 		}
 		st.Wait = d
-		if p.stop.check(st) {
+		if stop || p.stop.check(st) {
+			pending = nil
 			return v, p.exhausted(p.settle(&st, start))
 		}
 		if dl, ok := ctx.Deadline(); ok && d >= time.Until(dl) {
+			pending = nil
 			return v, ctxEnded(ctx, p.settle(&st, start), context.DeadlineExceeded)
 		}
+		if p.budget != nil && !p.budget.allows() {
+			pending = nil
+			return v, p.refused(&st, start)
+		}
 		if p.beforeSleep != nil {
-			p.beforeSleep(st)
+			p.beforeSleep(ctx, st)
 		}
 		if !sleep(ctx, d) {
+			pending = nil
 			return v, ctxEnded(ctx, p.settle(&st, start), nil)
 		}
 		st.Slept = addSat(st.Slept, d)
 		st.PrevWait = d
-		if boxed != nil && !isNilPointer(boxed) {
-			p.discardValue(boxed)
+		if p.budget != nil && !p.budget.withdraw() {
+			pending = nil
+			return v, p.refused(&st, start)
+		}
+		if pending != nil {
+			p.discardValue(pending)
+			pending = nil
+		}
+		// The context may have ended while the value was released: never
+		// start an attempt with a done context.
+		if ctx.Err() != nil {
+			return v, ctxEnded(ctx, p.settle(&st, start), nil)
 		}
 	}
+}
+
+// release hands back the permit of the attempt that just ended.
+func (p *Policy) release(permit *Permit, s Signal) {
+	if permit.l != nil {
+		permit.Release(s)
+		*permit = Permit{}
+	}
+}
+
+// refused ends a call whose budget refused its next retry, with the
+// policy's exhaustion rule.
+func (p *Policy) refused(st *State, start time.Time) error {
+	st.Refusal = ErrBudgetExhausted
+	return p.exhausted(p.settle(st, start))
+}
+
+// since returns the time since start, or 0 before the first attempt ended.
+func (p *Policy) since(start time.Time) time.Duration {
+	if start.IsZero() {
+		return 0
+	}
+	return time.Since(start)
 }
 
 // settle brings st.Elapsed up to date before the call ends, when the loop
@@ -410,25 +506,69 @@ func (p *Policy) exhausted(st *State) error {
 	return newRetryError(st, nil, nil)
 }
 
-// findPermanent returns the first *backoff.PermanentError in err's tree, or
-// nil. It walks the tree itself, where errors.As would allocate its target.
-func findPermanent(err error) *backoff.PermanentError {
+// Permanent wraps err so that Do returns err at once, unwrapped, whatever
+// the policy's predicate says. It returns nil for a nil err. It wraps err in
+// backoff v4's [backoff.PermanentError], so code that already uses
+// backoff.Permanent works unchanged; Do also recognises the PermanentError
+// of backoff's later majors (v5 and up), whose type differs, so permanent
+// errors from code written for them are not retried either.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return backoff.Permanent(err)
+}
+
+// maxUnwrap bounds the walk of an error's tree in findPermanent: an error
+// whose Unwrap returns itself, or a cycle, would otherwise make every
+// retried call spin for ever. errors.Is and errors.As have no such bound,
+// so predicates built on them still spin on such an error.
+const maxUnwrap = 100
+
+// findPermanent returns the error wrapped by the first permanent error in
+// err's tree (backoff v4's *PermanentError, or that of a later major), and
+// whether there was one. It walks at most maxUnwrap errors, depth first, and
+// avoids errors.As, which would allocate its target.
+func findPermanent(err error) (error, bool) {
+	budget := maxUnwrap
+	return walkPermanent(err, &budget)
+}
+
+func walkPermanent(err error, budget *int) (error, bool) {
 	for err != nil {
+		if *budget--; *budget < 0 {
+			return nil, false
+		}
 		switch e := err.(type) {
 		case *backoff.PermanentError:
-			return e
-		case interface{ Unwrap() error }:
-			err = e.Unwrap()
+			return e.Err, true
 		case interface{ Unwrap() []error }:
 			for _, inner := range e.Unwrap() {
-				if pe := findPermanent(inner); pe != nil {
-					return pe
+				if pe, ok := walkPermanent(inner, budget); ok {
+					return pe, true
 				}
 			}
-			return nil
+			return nil, false
+		case interface{ Unwrap() error }:
+			if isLaterBackoffPermanent(err) {
+				return e.Unwrap(), true
+			}
+			err = e.Unwrap()
 		default:
-			return nil
+			return nil, false
 		}
 	}
-	return nil
+	return nil, false
+}
+
+// isLaterBackoffPermanent reports whether err is a *PermanentError of
+// github.com/cenkalti/backoff/v5 or a later major, recognised by its type's
+// name and package so that this package need not depend on them.
+func isLaterBackoffPermanent(err error) bool {
+	t := reflect.TypeOf(err)
+	if t.Kind() != reflect.Pointer || t.Elem().Name() != "PermanentError" {
+		return false
+	}
+	pkg, ok := strings.CutPrefix(t.Elem().PkgPath(), "github.com/cenkalti/backoff/v")
+	return ok && pkg != "" && pkg != "4" && isDigits(pkg)
 }

@@ -43,16 +43,18 @@ type retryAfter struct {
 	max      time.Duration
 }
 
-func (r *retryAfter) next(s State) time.Duration {
-	d := r.fallback.next(s)
-	if d < 0 {
-		return stopWait
+func (r *retryAfter) next(s State) (time.Duration, bool) {
+	d, stop := r.fallback.next(s)
+	if stop {
+		return 0, true
 	}
 	if hint, ok := retryAfterHint(s); ok {
-		return min(hint, r.max)
+		return min(hint, r.max), false
 	}
-	return d
+	return d, false
 }
+
+func (r *retryAfter) usesClock() bool { return r.fallback.usesClock() }
 
 func (r *retryAfter) bounds(s State) (lo, hi time.Duration) {
 	if hint, ok := retryAfterHint(s); ok {
@@ -65,10 +67,11 @@ func (r *retryAfter) bounds(s State) (lo, hi time.Duration) {
 // start gives the wait its own per-call fallback when the fallback keeps
 // state, as the backoff adapter does.
 func (r *retryAfter) start() waiter {
-	if _, ok := r.fallback.w.(perCall); !ok {
+	fw := r.fallback.begin()
+	if fw == r.fallback.w {
 		return r
 	}
-	return &retryAfter{fallback: Wait{r.fallback.begin()}, max: r.max}
+	return &retryAfter{fallback: Wait{fw}, max: r.max}
 }
 
 func (r *retryAfter) String() string {

@@ -196,7 +196,7 @@ func TestWaitRetryAfterThroughTransport(t *testing.T) {
 			var waits []time.Duration
 			p := retries.Throttle.Copy(
 				retries.WithWait(retries.WaitRetryAfter(retries.WaitNone(), time.Millisecond)),
-				retries.WithBeforeSleep(func(s retries.State) { waits = append(waits, s.Wait) }),
+				retries.WithBeforeSleep(func(_ context.Context, s retries.State) { waits = append(waits, s.Wait) }),
 			)
 			client := &http.Client{Transport: retries.NewTransport(tpNewTracker(t), p)}
 			resp, err := client.Get(srv.URL)

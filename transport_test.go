@@ -346,7 +346,7 @@ func TestTransportRetriesDroppedConnections(t *testing.T) {
 			const failures = 3
 			srv := tpServe(t, tpDropper(t, failures, tc.partial))
 			var attemptErrs []error
-			p := retries.SyncRequest.Copy(tpNoWait, retries.WithAfter(func(s retries.State) { attemptErrs = append(attemptErrs, s.Err) }))
+			p := retries.SyncRequest.Copy(tpNoWait, retries.WithAfter(func(_ context.Context, s retries.State) { attemptErrs = append(attemptErrs, s.Err) }))
 			client := &http.Client{Transport: retries.NewTransport(tpNewTracker(t), p)}
 
 			resp, err := client.Post(srv.URL, "application/json", strings.NewReader(`{"n":1}`))
@@ -536,7 +536,7 @@ func TestTransportCancelDuringWait(t *testing.T) {
 		sleeping := make(chan struct{}, 1)
 		p := retries.DocV1.Copy(
 			retries.WithWait(retries.WaitFixed(time.Hour)),
-			retries.WithBeforeSleep(func(retries.State) { sleeping <- struct{}{} }),
+			retries.WithBeforeSleep(func(context.Context, retries.State) { sleeping <- struct{}{} }),
 		)
 		tracker := tpNewTracker(t)
 		defer tracker.CloseIdleConnections()
@@ -609,7 +609,7 @@ func TestTransportAttemptTimeout(t *testing.T) {
 			})
 			defer close(release)
 			var attemptErrs []error
-			p := tc.policy.Copy(tpNoWait, retries.WithAfter(func(s retries.State) { attemptErrs = append(attemptErrs, s.Err) }))
+			p := tc.policy.Copy(tpNoWait, retries.WithAfter(func(_ context.Context, s retries.State) { attemptErrs = append(attemptErrs, s.Err) }))
 			tracker := tpNewTracker(t)
 			rt := retries.NewTransport(tracker, p, retries.WithAttemptTimeout(250*time.Millisecond))
 
@@ -673,7 +673,7 @@ func TestTransportAttemptTimeout(t *testing.T) {
 			return resp, err
 		})
 		var attemptErrs []error
-		p := retries.DocV1.Copy(tpNoWait, retries.WithAfter(func(s retries.State) { attemptErrs = append(attemptErrs, s.Err) }))
+		p := retries.DocV1.Copy(tpNoWait, retries.WithAfter(func(_ context.Context, s retries.State) { attemptErrs = append(attemptErrs, s.Err) }))
 		resp, err := retries.NewTransport(base, p, retries.WithAttemptTimeout(250*time.Millisecond)).
 			RoundTrip(tpPost(t, context.Background(), srv.URL, "doc"))
 		if err != nil {
@@ -832,7 +832,7 @@ func TestTransportTwoLayers(t *testing.T) {
 			tracker := tpNewTracker(t)
 			inner := retries.NewTransport(tracker, retries.Throttle.Copy(tpNoWait))
 			client := &http.Client{Transport: retries.NewTransport(inner,
-				retries.DocV1.Copy(tpNoWait, retries.WithBefore(func(retries.State) { outer++ })))}
+				retries.DocV1.Copy(tpNoWait, retries.WithBefore(func(context.Context, retries.State) { outer++ })))}
 
 			resp, err := client.Post(srv.URL+"/document/v1/ns/music/docid/1", "application/json", strings.NewReader(`{"fields":{}}`))
 			if err != nil {

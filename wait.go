@@ -28,23 +28,31 @@ type Wait struct {
 	w waiter
 }
 
+// waiter is what every wait implements. A wait that wraps others forwards
+// each method to them.
 type waiter interface {
-	// next returns the wait after the attempt in s, or stopWait to give up.
-	next(s State) time.Duration
+	// next returns the wait after the attempt in s, never negative, and
+	// whether the wait asks the policy to give up instead (only the backoff
+	// adapter does, when its BackOff returns backoff.Stop).
+	next(s State) (d time.Duration, stop bool)
 	// bounds returns the least and the greatest wait next can return for s.
 	bounds(s State) (lo, hi time.Duration)
+	// start returns the waiter to use for one call to Do: the waiter
+	// itself, unless it keeps state for one call (the backoff adapter).
+	// Waiters must be comparable: callers tell the two cases apart with ==.
+	start() waiter
+	// usesClock reports whether next reads State.Elapsed, so that Do must
+	// keep it current.
+	usesClock() bool
 	String() string
 }
 
-// perCall is implemented by waits that keep state for one call to Do (the
-// backoff adapter). start returns a waiter private to that call.
-type perCall interface {
-	start() waiter
-}
+// stateless provides start and usesClock for the waits that keep no state
+// and do not read the clock; it is embedded by pointer-free waits, so that
+// start can return the wait itself.
+type stateless struct{}
 
-// stopWait is what a waiter returns when it asks the policy to give up; only
-// the backoff adapter does, when its BackOff returns backoff.Stop.
-const stopWait time.Duration = -1
+func (stateless) usesClock() bool { return false }
 
 // maxWait is the largest time.Duration, where every wait saturates.
 const maxWait = time.Duration(math.MaxInt64)
@@ -56,10 +64,7 @@ func (w Wait) Duration(s State) time.Duration {
 	if w.w == nil {
 		return 0
 	}
-	d := w.begin().next(s)
-	if d < 0 {
-		return 0
-	}
+	d, _ := w.begin().next(s)
 	return d
 }
 
@@ -76,10 +81,10 @@ func (w Wait) Bounds(s State) (min, max time.Duration) {
 
 // begin returns the waiter to use for one call to Do.
 func (w Wait) begin() waiter {
-	if pc, ok := w.w.(perCall); ok {
-		return pc.start()
+	if w.w == nil {
+		return nil
 	}
-	return w.w
+	return w.w.start()
 }
 
 // String describes the wait and its parameters, as in
@@ -91,25 +96,11 @@ func (w Wait) String() string {
 	return w.w.String()
 }
 
-func (w Wait) usesClock() bool {
-	switch v := w.w.(type) {
-	case waitFunc:
-		return true
-	case *waitList:
-		for _, p := range v.parts {
-			if p.usesClock() {
-				return true
-			}
-		}
-	case *retryAfter:
-		return v.fallback.usesClock()
-	}
-	return false
-}
+func (w Wait) usesClock() bool { return w.w != nil && w.w.usesClock() }
 
-func (w Wait) next(s State) time.Duration {
+func (w Wait) next(s State) (time.Duration, bool) {
 	if w.w == nil {
-		return 0
+		return 0, false
 	}
 	return w.w.next(s)
 }
@@ -125,9 +116,13 @@ func WaitFixed(d time.Duration) Wait {
 	return Wait{fixed{d: d}}
 }
 
-type fixed struct{ d time.Duration }
+type fixed struct {
+	stateless
+	d time.Duration
+}
 
-func (f fixed) next(State) time.Duration            { return f.d }
+func (f fixed) next(State) (time.Duration, bool)    { return f.d, false }
+func (f fixed) start() waiter                       { return f }
 func (f fixed) bounds(State) (lo, hi time.Duration) { return f.d, f.d }
 func (f fixed) String() string                      { return fmt.Sprintf("WaitFixed(%v)", f.d) }
 
@@ -143,9 +138,13 @@ func WaitRandom(min, max time.Duration) Wait {
 	return Wait{random{min: min, max: max}}
 }
 
-type random struct{ min, max time.Duration }
+type random struct {
+	stateless
+	min, max time.Duration
+}
 
-func (r random) next(State) time.Duration            { return r.at(rand.Float64()) }
+func (r random) next(State) (time.Duration, bool)    { return r.at(rand.Float64()), false }
+func (r random) start() waiter                       { return r }
 func (r random) bounds(State) (lo, hi time.Duration) { return r.min, r.max }
 
 // at returns the wait for the uniform draw u in [0, 1].
@@ -163,23 +162,29 @@ func (r random) String() string { return fmt.Sprintf("WaitRandom(%v, %v)", r.min
 func WaitIncrementing(start, increment, max time.Duration) Wait {
 	checkNonNegative("WaitIncrementing", "start", start)
 	checkNonNegative("WaitIncrementing", "max", max)
-	return Wait{incrementing{start: start, inc: increment, max: max}}
+	return Wait{incrementing{first: start, inc: increment, max: max}}
 }
 
-type incrementing struct{ start, inc, max time.Duration }
+type incrementing struct {
+	stateless
+	first, inc, max time.Duration
+}
 
-func (w incrementing) next(s State) time.Duration {
-	d := fromNanos(float64(w.start) + float64(w.inc)*float64(s.Attempt-1))
+func (w incrementing) next(s State) (time.Duration, bool) { return w.at(s), false }
+func (w incrementing) start() waiter                      { return w }
+
+func (w incrementing) at(s State) time.Duration {
+	d := fromNanos(float64(w.first) + float64(w.inc)*float64(s.Attempt-1))
 	if w.max > 0 && d > w.max {
 		d = w.max
 	}
 	return d
 }
 
-func (w incrementing) bounds(s State) (lo, hi time.Duration) { d := w.next(s); return d, d }
+func (w incrementing) bounds(s State) (lo, hi time.Duration) { d := w.at(s); return d, d }
 
 func (w incrementing) String() string {
-	return fmt.Sprintf("WaitIncrementing(start=%v, increment=%v, max=%s)", w.start, w.inc, capString(w.max))
+	return fmt.Sprintf("WaitIncrementing(start=%v, increment=%v, max=%s)", w.first, w.inc, capString(w.max))
 }
 
 // Exponential holds the parameters of the exponential waits: the wait after
@@ -253,13 +258,18 @@ func (e Exponential) String() string {
 // WaitExponential panics if a duration in e is negative or e.Base is negative
 // or not finite.
 func WaitExponential(e Exponential) Wait {
-	return Wait{expo{e.norm("WaitExponential")}}
+	return Wait{expo{e: e.norm("WaitExponential")}}
 }
 
-type expo struct{ e Exponential }
+type expo struct {
+	stateless
+	e Exponential
+}
 
-func (w expo) next(s State) time.Duration            { return w.e.clamp(w.e.high(s.Attempt)) }
-func (w expo) bounds(s State) (lo, hi time.Duration) { d := w.next(s); return d, d }
+func (w expo) next(s State) (time.Duration, bool)    { return w.at(s), false }
+func (w expo) at(s State) time.Duration              { return w.e.clamp(w.e.high(s.Attempt)) }
+func (w expo) bounds(s State) (lo, hi time.Duration) { d := w.at(s); return d, d }
+func (w expo) start() waiter                         { return w }
 func (w expo) String() string                        { return "WaitExponential(" + w.e.String() + ")" }
 
 // WaitRandomExponential waits a uniformly random duration between e.Min and
@@ -269,12 +279,16 @@ func (w expo) String() string                        { return "WaitExponential("
 //
 // WaitRandomExponential panics on the same parameters as [WaitExponential].
 func WaitRandomExponential(e Exponential) Wait {
-	return Wait{randExpo{e.norm("WaitRandomExponential")}}
+	return Wait{randExpo{e: e.norm("WaitRandomExponential")}}
 }
 
-type randExpo struct{ e Exponential }
+type randExpo struct {
+	stateless
+	e Exponential
+}
 
-func (w randExpo) next(s State) time.Duration { return w.at(s.Attempt, rand.Float64()) }
+func (w randExpo) next(s State) (time.Duration, bool) { return w.at(s.Attempt, rand.Float64()), false }
+func (w randExpo) start() waiter                      { return w }
 func (w randExpo) bounds(s State) (lo, hi time.Duration) {
 	return w.at(s.Attempt, 0), w.at(s.Attempt, 1)
 }
@@ -300,11 +314,15 @@ func WaitExponentialJitter(e Exponential, jitter time.Duration) Wait {
 }
 
 type expoJitter struct {
+	stateless
 	e      Exponential
 	jitter time.Duration
 }
 
-func (w expoJitter) next(s State) time.Duration { return w.at(s.Attempt, rand.Float64()) }
+func (w expoJitter) next(s State) (time.Duration, bool) {
+	return w.at(s.Attempt, rand.Float64()), false
+}
+func (w expoJitter) start() waiter { return w }
 func (w expoJitter) bounds(s State) (lo, hi time.Duration) {
 	return w.at(s.Attempt, 0), w.at(s.Attempt, 1)
 }
@@ -331,9 +349,15 @@ func WaitDecorrelatedJitter(base, max time.Duration) Wait {
 	return Wait{decorrelated{base: base, max: max}}
 }
 
-type decorrelated struct{ base, max time.Duration }
+type decorrelated struct {
+	stateless
+	base, max time.Duration
+}
 
-func (w decorrelated) next(s State) time.Duration { return w.at(s.PrevWait, rand.Float64()) }
+func (w decorrelated) next(s State) (time.Duration, bool) {
+	return w.at(s.PrevWait, rand.Float64()), false
+}
+func (w decorrelated) start() waiter { return w }
 func (w decorrelated) bounds(s State) (lo, hi time.Duration) {
 	return w.at(s.PrevWait, 0), w.at(s.PrevWait, 1)
 }
@@ -355,9 +379,10 @@ func (w decorrelated) String() string {
 // time.Duration (from attempt 54 on).
 func WaitGoldenJitter() Wait { return Wait{golden{}} }
 
-type golden struct{}
+type golden struct{ stateless }
 
-func (golden) next(s State) time.Duration { return golden{}.at(s.Attempt, rand.Float64()) }
+func (golden) next(s State) (time.Duration, bool) { return golden{}.at(s.Attempt, rand.Float64()), false }
+func (g golden) start() waiter                    { return g }
 func (golden) bounds(s State) (lo, hi time.Duration) {
 	return golden{}.at(s.Attempt, 0), golden{}.at(s.Attempt, 1)
 }
@@ -393,20 +418,29 @@ type waitList struct {
 	parts []Wait
 }
 
-func (l *waitList) next(s State) time.Duration {
+func (l *waitList) next(s State) (time.Duration, bool) {
 	if l.chain {
 		i := min(max(s.Attempt, 1), len(l.parts)) - 1
 		return l.parts[i].next(s)
 	}
 	var sum time.Duration
 	for _, p := range l.parts {
-		d := p.next(s)
-		if d < 0 {
-			return stopWait
+		d, stop := p.next(s)
+		if stop {
+			return 0, true
 		}
 		sum = addSat(sum, d)
 	}
-	return sum
+	return sum, false
+}
+
+func (l *waitList) usesClock() bool {
+	for _, p := range l.parts {
+		if p.usesClock() {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *waitList) bounds(s State) (lo, hi time.Duration) {
@@ -425,13 +459,14 @@ func (l *waitList) bounds(s State) (lo, hi time.Duration) {
 func (l *waitList) start() waiter {
 	var parts []Wait
 	for i, p := range l.parts {
-		if _, ok := p.w.(perCall); !ok {
+		pw := p.begin()
+		if pw == p.w {
 			continue
 		}
 		if parts == nil {
 			parts = append([]Wait(nil), l.parts...)
 		}
-		parts[i] = Wait{p.begin()}
+		parts[i] = Wait{pw}
 	}
 	if parts == nil {
 		return l
@@ -463,8 +498,10 @@ type waitFunc struct {
 	f *func(State) time.Duration
 }
 
-func (w waitFunc) next(s State) time.Duration            { return max((*w.f)(s), 0) }
-func (w waitFunc) bounds(s State) (lo, hi time.Duration) { d := w.next(s); return d, d }
+func (w waitFunc) next(s State) (time.Duration, bool)    { return max((*w.f)(s), 0), false }
+func (w waitFunc) bounds(s State) (lo, hi time.Duration) { d, _ := w.next(s); return d, d }
+func (w waitFunc) start() waiter                         { return w }
+func (w waitFunc) usesClock() bool                       { return true }
 func (w waitFunc) String() string                        { return "WaitFunc(" + funcName(*w.f) + ")" }
 
 // WaitBackOff adapts a [backoff.BackOff] from github.com/cenkalti/backoff/v4
@@ -497,11 +534,12 @@ func (w backOffWait) start() waiter {
 
 // next is used only when a caller asks a shared Wait for a duration; the
 // executor always calls start first.
-func (w backOffWait) next(s State) time.Duration { return w.start().next(s) }
+func (w backOffWait) next(s State) (time.Duration, bool) { return w.start().next(s) }
 func (w backOffWait) bounds(s State) (lo, hi time.Duration) {
-	d := max(w.next(s), 0)
+	d, _ := w.next(s)
 	return d, d
 }
+func (w backOffWait) usesClock() bool { return false }
 func (w backOffWait) String() string { return "WaitBackOff(" + funcName(*w.newB) + ")" }
 
 type backOffRun struct {
@@ -509,17 +547,19 @@ type backOffRun struct {
 	from backOffWait
 }
 
-func (r *backOffRun) next(State) time.Duration {
+func (r *backOffRun) next(State) (time.Duration, bool) {
 	d := r.b.NextBackOff()
 	if d == backoff.Stop {
-		return stopWait
+		return 0, true
 	}
-	return max(d, 0)
+	return max(d, 0), false
 }
 func (r *backOffRun) bounds(s State) (lo, hi time.Duration) {
-	d := max(r.next(s), 0)
+	d, _ := r.next(s)
 	return d, d
 }
+func (r *backOffRun) start() waiter   { return r }
+func (r *backOffRun) usesClock() bool { return false }
 func (r *backOffRun) String() string { return r.from.String() }
 
 // fromNanos converts a wait in float nanoseconds to a Duration, saturating:
