@@ -35,11 +35,11 @@ var ErrBudgetExhausted = errors.New("retries: retry budget exhausted")
 type Budget struct {
 	ratio, minPerSecond float64
 
-	mu       sync.Mutex
-	slices   [budgetSlices]budgetSlice
-	head     int64 // the index of the newest slice, counted from the Unix epoch
-	total    budgetSlice
-	started  bool
+	mu      sync.Mutex
+	slices  [budgetSlices]budgetSlice
+	head    int64 // the index of the newest slice, counted from the Unix epoch
+	total   budgetSlice
+	started bool
 }
 
 type budgetSlice struct{ deposits, retries, refusals int64 }
@@ -47,7 +47,7 @@ type budgetSlice struct{ deposits, retries, refusals int64 }
 const (
 	budgetWindow = 10 * time.Second
 	budgetSlices = 50
-	budgetTick = budgetWindow / budgetSlices
+	budgetTick   = budgetWindow / budgetSlices
 )
 
 // NewBudget returns a Budget that lets retries number at most ratio × first

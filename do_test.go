@@ -152,9 +152,13 @@ func TestHookOrder(t *testing.T) {
 		var log []string
 		start := time.Now()
 		p := always(2, 500*time.Millisecond).Copy(
-			retries.WithBefore(func(_ context.Context, s retries.State) { log = append(log, fmt.Sprintf("before%d@%v", s.Attempt, s.Elapsed)) }),
+			retries.WithBefore(func(_ context.Context, s retries.State) {
+				log = append(log, fmt.Sprintf("before%d@%v", s.Attempt, s.Elapsed))
+			}),
 			retries.WithAfter(func(_ context.Context, s retries.State) { log = append(log, fmt.Sprintf("after%d", s.Attempt)) }),
-			retries.WithBeforeSleep(func(_ context.Context, s retries.State) { log = append(log, fmt.Sprintf("before_sleep(%d, %v)", s.Attempt, s.Wait)) }),
+			retries.WithBeforeSleep(func(_ context.Context, s retries.State) {
+				log = append(log, fmt.Sprintf("before_sleep(%d, %v)", s.Attempt, s.Wait))
+			}),
 			retries.WithOnExhausted(func(s retries.State) error {
 				log = append(log, fmt.Sprintf("callback%d slept=%v elapsed=%v", s.Attempt, s.Slept, s.Elapsed))
 				return s.Err

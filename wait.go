@@ -381,8 +381,10 @@ func WaitGoldenJitter() Wait { return Wait{golden{}} }
 
 type golden struct{ stateless }
 
-func (golden) next(s State) (time.Duration, bool) { return golden{}.at(s.Attempt, rand.Float64()), false }
-func (g golden) start() waiter                    { return g }
+func (golden) next(s State) (time.Duration, bool) {
+	return golden{}.at(s.Attempt, rand.Float64()), false
+}
+func (g golden) start() waiter { return g }
 func (golden) bounds(s State) (lo, hi time.Duration) {
 	return golden{}.at(s.Attempt, 0), golden{}.at(s.Attempt, 1)
 }
@@ -540,7 +542,7 @@ func (w backOffWait) bounds(s State) (lo, hi time.Duration) {
 	return d, d
 }
 func (w backOffWait) usesClock() bool { return false }
-func (w backOffWait) String() string { return "WaitBackOff(" + funcName(*w.newB) + ")" }
+func (w backOffWait) String() string  { return "WaitBackOff(" + funcName(*w.newB) + ")" }
 
 type backOffRun struct {
 	b    backoff.BackOff
@@ -560,7 +562,7 @@ func (r *backOffRun) bounds(s State) (lo, hi time.Duration) {
 }
 func (r *backOffRun) start() waiter   { return r }
 func (r *backOffRun) usesClock() bool { return false }
-func (r *backOffRun) String() string { return r.from.String() }
+func (r *backOffRun) String() string  { return r.from.String() }
 
 // fromNanos converts a wait in float nanoseconds to a Duration, saturating:
 // NaN and negative values give 0, values at or past the largest Duration give
