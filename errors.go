@@ -4,20 +4,23 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 )
 
 // RetryError reports that a call gave up: its policy stopped after a retried
-// outcome (tenacity's RetryError), or its context ended the call.
+// outcome (tenacity's RetryError), its [Budget] refused the next retry, or
+// its context ended the call.
 //
 // It unwraps to the last attempt's error and, when the context ended the
-// call, to the context's error and cause as well, so errors.Is and errors.As
-// see all of them. It also records the call's statistics.
+// call, to the context's error and cause as well, and, when the budget
+// refused a retry, to [ErrBudgetExhausted], so errors.Is and errors.As see
+// all of them. It also records the call's statistics.
 type RetryError struct {
 	// Attempts is the number of attempts made.
 	Attempts int
-	// Elapsed is the time from the first attempt to the end of the last one
-	// (see State.Elapsed for when the clock starts).
+	// Elapsed is the time from the end of the first attempt to the end of
+	// the call (see State.Elapsed).
 	Elapsed time.Duration
 	// Slept is the total time spent waiting between attempts.
 	Slept time.Duration
@@ -34,6 +37,10 @@ type RetryError struct {
 	// cause (context.Cause), or context.DeadlineExceeded when the next wait
 	// would have ended at or after the context's deadline.
 	Context error
+	// Refusal is why the policy gave up before its Stop did:
+	// [ErrBudgetExhausted] when its Budget refused the next retry; nil
+	// otherwise.
+	Refusal error
 
 	ctxErr error // ctx.Err(), kept when Context is a cause that does not match it
 }
@@ -43,7 +50,7 @@ type RetryError struct {
 func newRetryError(st *State, ctxErr, cause error) *RetryError {
 	e := &RetryError{
 		Attempts: st.Attempt, Elapsed: st.Elapsed, Slept: st.Slept,
-		Err: st.Err, Value: st.Value, Context: cause,
+		Err: st.Err, Value: st.Value, Context: cause, Refusal: st.Refusal,
 	}
 	if ctxErr != nil && !errors.Is(cause, ctxErr) {
 		e.ctxErr = ctxErr
@@ -52,17 +59,22 @@ func newRetryError(st *State, ctxErr, cause error) *RetryError {
 }
 
 // Error describes why the call ended and its last outcome, as in
-// "retries: giving up after 3 attempts: connection refused".
+// "retries: giving up after 3 attempts: connection refused" or
+// "retries: retry budget exhausted after 1 attempt: EOF".
 func (e *RetryError) Error() string {
 	var b []byte
 	b = append(b, "retries: "...)
-	if e.Context != nil {
+	switch {
+	case e.Context != nil:
 		b = append(b, e.Context.Error()...)
 		if e.Attempts == 0 {
 			return string(append(b, " before the first attempt"...))
 		}
 		b = append(b, " after "...)
-	} else {
+	case e.Refusal != nil:
+		b = append(b, strings.TrimPrefix(e.Refusal.Error(), "retries: ")...)
+		b = append(b, " after "...)
+	default:
 		b = append(b, "giving up after "...)
 	}
 	b = strconv.AppendInt(b, int64(e.Attempts), 10)
@@ -81,11 +93,11 @@ func (e *RetryError) Error() string {
 	return string(b)
 }
 
-// Unwrap returns the last attempt's error, the context's cause and the
-// context's error, leaving out those that are nil.
+// Unwrap returns the last attempt's error, the context's cause, the
+// context's error and the refusal, leaving out those that are nil.
 func (e *RetryError) Unwrap() []error {
-	errs := make([]error, 0, 3)
-	for _, err := range []error{e.Err, e.Context, e.ctxErr} {
+	errs := make([]error, 0, 4)
+	for _, err := range []error{e.Err, e.Context, e.ctxErr, e.Refusal} {
 		if err != nil {
 			errs = append(errs, err)
 		}

@@ -2,10 +2,8 @@ package retries
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -149,22 +147,4 @@ func statusOf(v any, err error) (int, bool) {
 		return r.StatusCode(), true
 	}
 	return 0, false
-}
-
-func isNilPointer(v any) bool {
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Interface, reflect.Chan:
-		return rv.IsNil()
-	}
-	return false
-}
-
-// describeValue names a retried value in an error message without printing
-// it (a value may hold secrets): its type, and its status when it has one.
-func describeValue(v any) string {
-	if code, ok := statusOf(v, nil); ok {
-		return fmt.Sprintf("%T with status %d", v, code)
-	}
-	return fmt.Sprintf("%T", v)
 }

@@ -2,7 +2,6 @@ package retries
 
 import (
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -20,8 +19,13 @@ type Stop struct {
 	s stopper
 }
 
+// stopper is what every stop implements. A stop that combines others
+// forwards usesClock to them.
 type stopper interface {
 	stop(s State) bool
+	// usesClock reports whether stop reads State.Elapsed, so that Do must
+	// keep it current.
+	usesClock() bool
 	String() string
 }
 
@@ -46,21 +50,7 @@ func (s Stop) String() string {
 	return s.s.String()
 }
 
-// usesClock reports whether the stop reads State.Elapsed, so that the
-// executor must read the clock before the first attempt.
-func (s Stop) usesClock() bool {
-	switch v := s.s.(type) {
-	case afterDelay, beforeDelay, stopFunc:
-		return true
-	case *stopCombo:
-		for _, p := range v.parts {
-			if p.usesClock() {
-				return true
-			}
-		}
-	}
-	return false
-}
+func (s Stop) usesClock() bool { return s.s != nil && s.s.usesClock() }
 
 // StopAfterAttempt stops once n attempts have been made, counting the first:
 // n is the total number of calls, not the number of retries. As in
@@ -74,13 +64,17 @@ func StopAfterAttempt(n int) Stop {
 	return Stop{afterAttempt{n: n}}
 }
 
-type afterAttempt struct{ n int }
+type afterAttempt struct {
+	stateless
+	n int
+}
 
 func (a afterAttempt) stop(s State) bool { return s.Attempt >= a.n }
 func (a afterAttempt) String() string    { return fmt.Sprintf("StopAfterAttempt(%d)", a.n) }
 
 // StopAfterDelay stops once at least d has passed since the first attempt
-// started, measured when an attempt ends (the bound is inclusive). It ignores
+// ended (see State.Elapsed), measured when an attempt ends (the bound is
+// inclusive). It ignores
 // the coming wait, so a call can run past d by one wait and one attempt; use
 // [StopBeforeDelay] to keep within d.
 //
@@ -93,10 +87,11 @@ func StopAfterDelay(d time.Duration) Stop {
 type afterDelay struct{ d time.Duration }
 
 func (a afterDelay) stop(s State) bool { return s.Elapsed >= a.d }
+func (afterDelay) usesClock() bool     { return true }
 func (a afterDelay) String() string    { return fmt.Sprintf("StopAfterDelay(%v)", a.d) }
 
-// StopBeforeDelay stops when the time since the first attempt started plus
-// the coming wait would reach d, so the policy never sleeps into a wait it
+// StopBeforeDelay stops when the time since the first attempt ended (see
+// State.Elapsed) plus the coming wait would reach d, so the policy never sleeps into a wait it
 // could not finish before d (tenacity's stop_before_delay).
 //
 // StopBeforeDelay panics if d is negative.
@@ -108,13 +103,14 @@ func StopBeforeDelay(d time.Duration) Stop {
 type beforeDelay struct{ d time.Duration }
 
 func (b beforeDelay) stop(s State) bool { return addSat(s.Elapsed, s.Wait) >= b.d }
+func (beforeDelay) usesClock() bool     { return true }
 func (b beforeDelay) String() string    { return fmt.Sprintf("StopBeforeDelay(%v)", b.d) }
 
 // StopNever never gives up. A policy with it retries until an outcome is not
 // retryable or the context ends, as [Throttle] does.
 func StopNever() Stop { return Stop{never{}} }
 
-type never struct{}
+type never struct{ stateless }
 
 func (never) stop(State) bool { return false }
 func (never) String() string  { return "StopNever()" }
@@ -145,6 +141,15 @@ func (c *stopCombo) stop(s State) bool {
 	return !c.any
 }
 
+func (c *stopCombo) usesClock() bool {
+	for _, p := range c.parts {
+		if p.usesClock() {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *stopCombo) String() string {
 	name := "StopAll"
 	if c.any {
@@ -169,15 +174,5 @@ type stopFunc struct {
 }
 
 func (f stopFunc) stop(s State) bool { return (*f.f)(s) }
+func (stopFunc) usesClock() bool     { return true }
 func (f stopFunc) String() string    { return "StopIf(" + funcName(*f.f) + ")" }
-
-func joinStrings[T fmt.Stringer](parts []T) string {
-	var b strings.Builder
-	for i, p := range parts {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(p.String())
-	}
-	return b.String()
-}

@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"reflect"
-	"runtime"
-	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -46,13 +43,6 @@ type waiter interface {
 	usesClock() bool
 	String() string
 }
-
-// stateless provides start and usesClock for the waits that keep no state
-// and do not read the clock; it is embedded by pointer-free waits, so that
-// start can return the wait itself.
-type stateless struct{}
-
-func (stateless) usesClock() bool { return false }
 
 // maxWait is the largest time.Duration, where every wait saturates.
 const maxWait = time.Duration(math.MaxInt64)
@@ -577,18 +567,6 @@ func fromNanos(ns float64) time.Duration {
 	return time.Duration(ns)
 }
 
-// addSat adds two durations, saturating at the ends of Duration's range.
-func addSat(a, b time.Duration) time.Duration {
-	s := a + b
-	if (s > a) == (b > 0) {
-		return s
-	}
-	if b > 0 {
-		return maxWait
-	}
-	return math.MinInt64
-}
-
 // clampNanos converts v to a Duration in [lo, hi] (lo <= hi), giving lo
 // exactly when v <= float64(lo) and hi exactly when v >= float64(hi): past
 // 2^53 ns float64(d) is rounded, and fromNanos(float64(d)) may not be d.
@@ -616,24 +594,4 @@ func capString(d time.Duration) string {
 		return "none"
 	}
 	return d.String()
-}
-
-func checkNonNegative(fn, name string, d time.Duration) {
-	if d < 0 {
-		panic(fmt.Sprintf("retries: %s: negative %s %v", fn, name, d))
-	}
-}
-
-// funcName names a function for String methods: "retries.IsConnectionError"
-// for a package-level function, "pkg.Outer.func1" for a closure.
-func funcName(f any) string {
-	rf := runtime.FuncForPC(reflect.ValueOf(f).Pointer())
-	if rf == nil {
-		return "func"
-	}
-	name := rf.Name()
-	if i := strings.LastIndexByte(name, '/'); i >= 0 {
-		name = name[i+1:]
-	}
-	return name
 }
