@@ -247,7 +247,7 @@ func TestBudgetExhaustionCallbackSeesRefusal(t *testing.T) {
 		p := retries.New(retries.WithStop(retries.StopAfterAttempt(3)),
 			retries.WithOnExhausted(func(s retries.State) error { refusals = append(refusals, s.Refusal); return s.Err }))
 		always := func(context.Context) error { return errBoom }
-		_ = p.Do(t.Context(), always)                                                  // out of attempts
+		_ = p.Do(t.Context(), always)                                                   // out of attempts
 		_ = p.Copy(retries.WithBudget(retries.NewBudget(0, 0))).Do(t.Context(), always) // refused
 		if len(refusals) != 2 || refusals[0] != nil || refusals[1] != retries.ErrBudgetExhausted {
 			t.Errorf("State.Refusal = %v, want [nil ErrBudgetExhausted]", refusals)
