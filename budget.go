@@ -35,11 +35,12 @@ var ErrBudgetExhausted = errors.New("retries: retry budget exhausted")
 type Budget struct {
 	ratio, minPerSecond float64
 
-	mu      sync.Mutex
-	slices  [budgetSlices]budgetSlice
-	head    int64 // the index of the newest slice, counted from the Unix epoch
-	total   budgetSlice
-	started bool
+	epoch time.Time // NewBudget's time: slices are counted from it
+
+	mu     sync.Mutex
+	slices [budgetSlices]budgetSlice
+	head   int64 // the index of the newest slice, counted from epoch
+	total  budgetSlice
 }
 
 type budgetSlice struct{ deposits, retries, refusals int64 }
@@ -66,7 +67,7 @@ func NewBudget(ratio, minPerSecond float64) *Budget {
 			panic(fmt.Sprintf("retries: NewBudget: %s %v is not a finite number ≥ 0", a.name, a.v))
 		}
 	}
-	return &Budget{ratio: ratio, minPerSecond: minPerSecond}
+	return &Budget{ratio: ratio, minPerSecond: minPerSecond, epoch: time.Now()}
 }
 
 // BudgetStats is a snapshot of a [Budget]: its parameters and what happened
@@ -88,7 +89,7 @@ type BudgetStats struct {
 func (b *Budget) Stats() BudgetStats {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.advance(time.Now())
+	b.advance()
 	return BudgetStats{
 		Ratio: b.ratio, MinPerSecond: b.minPerSecond,
 		Deposits: b.total.deposits, Retries: b.total.retries, Refusals: b.total.refusals,
@@ -117,14 +118,11 @@ func (b *Budget) available() int64 {
 	return int64(n)
 }
 
-// advance moves the window to now, forgetting the slices that left it.
-// b.mu is held.
-func (b *Budget) advance(now time.Time) {
-	idx := now.UnixNano() / int64(budgetTick)
-	if !b.started {
-		b.head, b.started = idx, true
-		return
-	}
+// advance moves the window to the current time, forgetting the slices that
+// left it. It reads the monotonic clock only (time.Since costs half of
+// time.Now). b.mu is held.
+func (b *Budget) advance() {
+	idx := int64(time.Since(b.epoch) / budgetTick)
 	if idx <= b.head {
 		return // the clock did not move on, or went back: keep the current slice
 	}
@@ -149,7 +147,7 @@ func (b *Budget) current() *budgetSlice { return &b.slices[b.head%budgetSlices] 
 // deposit records a first attempt.
 func (b *Budget) deposit() {
 	b.mu.Lock()
-	b.advance(time.Now())
+	b.advance()
 	b.current().deposits++
 	b.total.deposits++
 	b.mu.Unlock()
@@ -166,7 +164,7 @@ func (b *Budget) withdraw() bool { return b.take(true) }
 func (b *Budget) take(spend bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.advance(time.Now())
+	b.advance()
 	cur := b.current()
 	if b.available() <= 0 {
 		cur.refusals++

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -420,5 +421,38 @@ func TestBudgetThroughTransport(t *testing.T) {
 	}
 	if s := b.Stats(); s.Refusals == 0 {
 		t.Errorf("Stats() = %+v, want refusals during the outage", s)
+	}
+}
+
+// BenchmarkBudget compares calls with and without a Budget: a first-try
+// success (a deposit) and a call that fails once (a deposit and a granted
+// retry), from one goroutine and from 64 sharing one Budget. The budget's
+// room (a large ratio) grants every retry, so both sides do the same work.
+func BenchmarkBudget(b *testing.B) {
+	base := retries.New(retries.WithStop(retries.StopAfterAttempt(2)))
+	for _, bc := range []struct {
+		name      string
+		succeedOn int
+	}{{"first_try", 1}, {"one_retry", 2}} {
+		for _, impl := range []string{"none", "budget"} {
+			p := base
+			if impl == "budget" {
+				p = base.Copy(retries.WithBudget(retries.NewBudget(2, 1000)))
+			}
+			b.Run(bc.name+"/goroutines=1/impl="+impl, func(b *testing.B) { benchDo(b, p, bc.succeedOn) })
+			b.Run(bc.name+"/goroutines=64/impl="+impl, func(b *testing.B) {
+				ctx := context.Background()
+				b.ReportAllocs()
+				b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						o := op{succeedOn: bc.succeedOn}
+						if err := p.Do(ctx, func(context.Context) error { return o.call() }); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			})
+		}
 	}
 }

@@ -1,0 +1,77 @@
+package retries_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+
+	"github.com/seed32e55400/retries"
+)
+
+// ctxHandler is a slog handler that records a value the call's context
+// carries, as a tracing handler reads a trace id.
+type ctxHandler struct {
+	slog.Handler
+	seen *[]any
+}
+
+func (h ctxHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	*h.seen = append(*h.seen, ctx.Value(ctxKey{}))
+	return true
+}
+
+func (h ctxHandler) Handle(ctx context.Context, r slog.Record) error {
+	*h.seen = append(*h.seen, ctx.Value(ctxKey{}))
+	return nil
+}
+
+func TestLogRetriesUsesTheCallsContext(t *testing.T) {
+	t.Parallel()
+	var seen []any
+	logger := slog.New(ctxHandler{seen: &seen})
+	p := retries.New(retries.WithStop(retries.StopAfterAttempt(2)),
+		retries.WithBeforeSleep(retries.LogRetries(logger, slog.LevelWarn)))
+	ctx := context.WithValue(t.Context(), ctxKey{}, "trace-7")
+	_ = p.Do(ctx, func(context.Context) error { return errBoom })
+	if len(seen) < 2 {
+		t.Fatalf("the handler was asked %d times, want Enabled and Handle", len(seen))
+	}
+	for _, v := range seen {
+		if v != "trace-7" {
+			t.Errorf("the handler saw %v, want the call's context every time", seen)
+			break
+		}
+	}
+}
+
+// ExampleLogRetries logs each retry of a call with a text handler; the time
+// and the elapsed time are left out so that the output is stable.
+func ExampleLogRetries() {
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey || a.Key == "elapsed" {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	p := retries.New(
+		retries.WithStop(retries.StopAfterAttempt(3)),
+		retries.WithBeforeSleep(retries.LogRetries(logger, slog.LevelWarn)),
+	)
+	calls := 0
+	err := p.Do(context.Background(), func(context.Context) error {
+		if calls++; calls < 3 {
+			return errors.New("connection refused")
+		}
+		return nil
+	})
+	fmt.Println("err:", err)
+	// Output:
+	// level=WARN msg="retries: retrying" attempt=1 wait=0s error="connection refused"
+	// level=WARN msg="retries: retrying" attempt=2 wait=0s error="connection refused"
+	// err: <nil>
+}
