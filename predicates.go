@@ -14,7 +14,7 @@ import (
 // succeeded (RetryIfStatus also reads a [*StatusError] in the error).
 //
 // Whatever the predicate says, Do never retries once the caller's context is
-// done, and never retries an error wrapped by [backoff.Permanent].
+// done, and never retries an error wrapped by [Permanent] (or backoff's Permanent).
 //
 // Predicates are immutable values built by the Retry… functions and are safe
 // to share. The zero Predicate retries any non-nil error, as

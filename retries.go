@@ -20,6 +20,11 @@
 // [NewTransport] runs every request of an [http.Client] under a Policy, and
 // [WaitRetryAfter] honours a server's Retry-After header.
 //
+// Under overload, two shared objects keep clients from making it worse: a
+// [Budget] ([WithBudget]) caps retries as a share of the traffic, and a
+// [Limiter] ([WithLimiter]) learns how much a server can take from its 429s
+// and latency and paces attempts to that.
+//
 // A Policy is safe for concurrent use by multiple goroutines: each call to
 // Do keeps its own state.
 //
@@ -266,18 +271,22 @@ func (p Policy) Do(ctx context.Context, fn func(context.Context) error) error {
 // p gives up, or ctx ends, and returns the last value fn returned with:
 //   - a nil error, when an attempt succeeded and p does not retry its value;
 //   - the attempt's error itself, when p does not retry it;
-//   - the inner error, unwrapped, when fn returned [backoff.Permanent](err);
-//   - what p's exhaustion rule gives, when p gave up: a [*RetryError], the
-//     last error ([WithReraise]), or the callback's error ([WithOnExhausted]);
+//   - the inner error, unwrapped, when fn returned [Permanent](err);
+//   - what p's exhaustion rule gives, when p gave up (its Stop fired, or
+//     its [Budget] refused the next retry): a [*RetryError], the last error
+//     ([WithReraise]), or the callback's error ([WithOnExhausted]);
 //   - a [*RetryError] that matches both the context's error and the last
 //     attempt's error, when ctx ended the call: during a wait, during an
 //     attempt whose outcome was retryable, or because the next wait would
 //     end at or after ctx's deadline (then the error matches
 //     [context.DeadlineExceeded] although ctx is not yet done).
 //
-// If ctx is already done, fn is not called and DoValue returns ctx's error.
-// A panic in fn propagates and is not retried. DoValue never retries once
-// ctx is done, whatever the predicate says.
+// If ctx is already done, fn is not called and DoValue returns ctx's error;
+// ctx is checked again right before every attempt, so no attempt starts
+// with a done ctx. A panic in fn, a hook, a stop, a wait or a predicate
+// propagates and is not retried; a retried value still pending is
+// discarded, and a [Limiter] permit released, as it unwinds. DoValue never
+// retries once ctx is done, whatever the predicate says.
 //
 // DoValue panics if ctx or fn is nil.
 func DoValue[T any](ctx context.Context, p Policy, fn func(context.Context) (T, error)) (T, error) {
