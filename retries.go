@@ -302,10 +302,34 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 	if ctx == nil {
 		panic("retries: nil Context")
 	}
-	var zero T
 	if ctx.Err() != nil {
+		var zero T
 		return zero, errBeforeStart(ctx)
 	}
+	if p.budget != nil {
+		p.budget.deposit()
+	}
+	// The first attempt of a policy with no limiter and no before hook holds
+	// nothing to release, so it runs here, outside the loop's deferred
+	// release: a first-try success then costs no more than the call.
+	if p.limiter == nil && p.before == nil {
+		v, err := fn(ctx)
+		if err == nil && (!p.valueRetry || !p.retry.match(box(v, hasValue), nil)) {
+			return v, nil
+		}
+		// A value that reached here was matched and is retried; an error
+		// is yet to be matched.
+		return loop(ctx, p, fn, hasValue, true, err == nil, v, err)
+	}
+	var zero T
+	return loop(ctx, p, fn, hasValue, false, false, zero, nil)
+}
+
+// loop runs the attempts of a call. When first is true, the first attempt
+// has run already and v and err are its outcome; when retried is true too,
+// the predicate has already retried that outcome.
+func loop[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), hasValue, first, retried bool, v T, err error) (T, error) {
+	var zero T
 	var (
 		st      State
 		start   time.Time // the end of the first attempt
@@ -325,30 +349,28 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 			p.discardValue(pending)
 		}
 	}()
-	if p.budget != nil {
-		p.budget.deposit()
-	}
 	for {
-		if p.before != nil {
-			p.before(ctx, State{Attempt: st.Attempt + 1, Elapsed: p.since(start), Slept: st.Slept, PrevWait: st.PrevWait})
-		}
-		if p.limiter != nil {
-			var err error
-			if permit, err = p.limiter.Acquire(ctx); err != nil {
-				if st.Attempt == 0 {
-					return zero, errBeforeStart(ctx)
-				}
-				return zero, ctxEnded(ctx, p.settle(&st, start), nil)
-			}
-		}
 		st.Attempt++
-		v, err := fn(ctx)
-		if err == nil && !p.valueRetry {
-			if permit.l != nil {
-				permit.Release(SignalSuccess)
-				permit = Permit{}
+		if first {
+			first = false
+		} else {
+			if p.before != nil {
+				p.before(ctx, State{Attempt: st.Attempt, Elapsed: p.since(start), Slept: st.Slept, PrevWait: st.PrevWait})
 			}
-			return v, nil
+			if p.limiter != nil {
+				var aerr error
+				if permit, aerr = p.limiter.Acquire(ctx); aerr != nil {
+					if st.Attempt--; st.Attempt == 0 {
+						return zero, errBeforeStart(ctx)
+					}
+					return zero, ctxEnded(ctx, p.settle(&st, start), nil)
+				}
+			}
+			v, err = fn(ctx)
+			if err == nil && !p.valueRetry {
+				p.release(&permit, SignalSuccess)
+				return v, nil
+			}
 		}
 		if err != nil {
 			if inner, ok := findPermanent(err); ok {
@@ -359,10 +381,11 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 		// Only a successful attempt has a value: an error's companion
 		// value (usually the zero value) is neither shown nor discarded.
 		var boxed any
-		if hasValue && err == nil {
-			boxed = v
+		if err == nil {
+			boxed = box(v, hasValue)
 		}
-		retry := p.retry.match(boxed, err)
+		retry := retried || p.retry.match(boxed, err)
+		retried = false
 		backpressure := false
 		if permit.l != nil {
 			sig := SignalSuccess
@@ -445,6 +468,14 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 			return v, ctxEnded(ctx, p.settle(&st, start), nil)
 		}
 	}
+}
+
+// box returns v as the value predicates see: nil in Do, which has none.
+func box[T any](v T, hasValue bool) any {
+	if !hasValue {
+		return nil
+	}
+	return v
 }
 
 // release hands back the permit of the attempt that just ended.
