@@ -307,11 +307,14 @@ func TestBudgetSharedByCopiesAndRemovedWithNil(t *testing.T) {
 	if calls != 2 {
 		t.Errorf("without the budget: %d calls, want 2", calls)
 	}
+	if got := p.String(); !strings.HasSuffix(got, ", budget: NewBudget(0, 0)}") {
+		t.Errorf("String() = %q, want it to name the budget", got)
+	}
 	for name, pol := range map[string]retries.Policy{"Query": retries.Query, "DocV1": retries.DocV1,
 		"Throttle": retries.Throttle, "SyncRequest": retries.SyncRequest, "Visit": retries.Visit,
 		"ControlPlane": retries.ControlPlane, "URLValidation": retries.URLValidation} {
-		if strings.Contains(pol.String(), "Budget") {
-			t.Errorf("%s carries a budget: %v", name, pol)
+		if s := pol.String(); strings.Contains(s, "budget") || strings.Contains(s, "limiter") {
+			t.Errorf("%s carries a budget or a limiter: %v", name, s)
 		}
 	}
 }

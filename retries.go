@@ -250,6 +250,12 @@ func (p Policy) String() string {
 	if len(hooks) > 0 {
 		b.WriteString(", hooks: " + strings.Join(hooks, ", "))
 	}
+	if p.budget != nil {
+		fmt.Fprintf(&b, ", budget: NewBudget(%g, %g)", p.budget.ratio, p.budget.minPerSecond)
+	}
+	if p.limiter != nil {
+		b.WriteString(", limiter")
+	}
 	b.WriteString("}")
 	return b.String()
 }
@@ -552,6 +558,11 @@ func (p *Policy) exhausted(st *State) error {
 // backoff.Permanent works unchanged; Do also recognises the PermanentError
 // of backoff's later majors (v5 and up), whose type differs, so permanent
 // errors from code written for them are not retried either.
+//
+// Do looks for a permanent error through at most 100 wrapped errors, so an
+// error whose Unwrap returns itself, or a cycle of wrapped errors, cannot
+// make it spin. Predicates built on [errors.Is] and [errors.As], such as
+// [RetryIfErrorIs], have no such bound and would spin on such an error.
 func Permanent(err error) error {
 	if err == nil {
 		return nil
