@@ -109,7 +109,7 @@ func TestReraise(t *testing.T) {
 			t.Errorf("Do() = %v, want boom itself", err)
 		}
 		// With a retried value there is nothing to re-raise: tenacity gives
-		// a RetryError (T38).
+		// a RetryError (tenacity TestReraiseExceptions).
 		p = p.Copy(retries.WithRetry(retries.RetryIfValue(func(any) bool { return true })))
 		v, _, err := runValue(t, t.Context(), p, func(i int) (int, error) { return 10 + i, nil })
 		var re *retries.RetryError
@@ -122,7 +122,7 @@ func TestReraise(t *testing.T) {
 	})
 }
 
-func TestOnExhausted(t *testing.T) { // T39
+func TestOnExhausted(t *testing.T) { // tenacity test_retry_error_callback
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var seen []retries.State
@@ -145,7 +145,8 @@ func TestOnExhausted(t *testing.T) { // T39
 	})
 }
 
-// TestHookOrder ports D8: the order of hooks, calls and sleeps.
+// TestHookOrder checks the order of hooks, calls and sleeps, which is
+// tenacity's order when every hook records.
 func TestHookOrder(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -286,7 +287,7 @@ func TestNoSleepPastDeadline(t *testing.T) {
 
 // TestContextErrorNotRetried checks that an error from the caller's own
 // context ending is never retried, even by a policy that retries any error
-// (pyvespa's Y17 retries and swallows it).
+// (pyvespa's DOCV1_RETRY retries and swallows asyncio.CancelledError).
 func TestContextErrorNotRetried(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -371,7 +372,7 @@ func TestDelayStopsCountFromFirstFailure(t *testing.T) {
 	})
 }
 
-func TestWaitChainInEngine(t *testing.T) { // T23
+func TestWaitChainInEngine(t *testing.T) { // tenacity test_wait_chain_multiple_invocations
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		p := retries.New(

@@ -526,10 +526,11 @@ func FuzzStops(f *testing.F) {
 	})
 }
 
-// TestWaitOverflowVectors runs semantics.md's vectors D1, D2, D3 and D9 and
-// the Go overflow pitfalls through the unexported helpers.
+// TestWaitOverflowVectors checks waits at attempts far past where a power or
+// a shift overflows, and the Go overflow pitfalls, through the unexported
+// helpers.
 func TestWaitOverflowVectors(t *testing.T) {
-	t.Run("D1 WaitExponential(1s, max 10s)", func(t *testing.T) {
+	t.Run("WaitExponential(1s, max 10s)", func(t *testing.T) {
 		w := WaitExponential(Exponential{Multiplier: time.Second, Max: 10 * time.Second})
 		for _, n := range []int{64, 65, 1025, 1100, 5000, 1e6, math.MaxInt32, math.MaxInt} {
 			if got := w.nextOrStop(State{Attempt: n}); got != 10*time.Second {
@@ -537,7 +538,7 @@ func TestWaitOverflowVectors(t *testing.T) {
 			}
 		}
 	})
-	t.Run("D2 WaitExponential(1.5s, max 60s)", func(t *testing.T) {
+	t.Run("WaitExponential(1.5s, max 60s)", func(t *testing.T) {
 		w := WaitExponential(Exponential{Multiplier: 1500 * time.Millisecond, Max: 60 * time.Second})
 		for _, n := range []int{64, 1025, 5000} {
 			if got := w.nextOrStop(State{Attempt: n}); got != 60*time.Second {
@@ -545,7 +546,7 @@ func TestWaitOverflowVectors(t *testing.T) {
 			}
 		}
 	})
-	t.Run("D3 Throttle's WaitRandomExponential(1s, max 10s)", func(t *testing.T) {
+	t.Run("Throttle's WaitRandomExponential(1s, max 10s)", func(t *testing.T) {
 		rx, ok := Throttle.Wait().w.(randExpo)
 		if !ok {
 			t.Fatalf("Throttle.Wait() is %T, want randExpo", Throttle.Wait().w)
@@ -568,7 +569,7 @@ func TestWaitOverflowVectors(t *testing.T) {
 			}
 		}
 	})
-	t.Run("D9 WaitIncrementing", func(t *testing.T) {
+	t.Run("WaitIncrementing", func(t *testing.T) {
 		tests := []struct {
 			start, inc, max time.Duration
 			want            []time.Duration
@@ -590,7 +591,7 @@ func TestWaitOverflowVectors(t *testing.T) {
 			name string
 			got  time.Duration
 		}{
-			// D4: tenacity's default max is past Go's largest Duration.
+			// tenacity's default max is past Go's largest Duration.
 			{"WaitExponential() after attempt 100", WaitExponential(Exponential{}).nextOrStop(State{Attempt: 100})},
 			{"DocV1's wait after attempt 1e6", DocV1.Wait().nextOrStop(State{Attempt: 1e6})},
 			{"WaitIncrementing(0, max, 0) after attempt MaxInt", WaitIncrementing(0, maxWait, 0).nextOrStop(State{Attempt: math.MaxInt})},

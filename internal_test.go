@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// TestGoldenDraws ports Y02, Y03 and Y05 with the uniform draw fixed, as
-// pyvespa's tests patch random.uniform: the waits are exact to the
-// microsecond (the table in semantics.md has six decimals).
+// TestGoldenDraws checks golden waits with the uniform draw fixed, as
+// pyvespa's test_wait_golden_jitter_matches_legacy_formula patches
+// random.uniform: the waits are exact to the microsecond.
 func TestGoldenDraws(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -15,12 +15,12 @@ func TestGoldenDraws(t *testing.T) {
 		u    float64
 		want time.Duration
 	}{
-		{1, 0, 100 * time.Millisecond},          // Y02
-		{4, 0, 423580103 * time.Nanosecond},     // Y02: 0.1 × 1.618³ s
-		{1, 1, 1100 * time.Millisecond},         // Y03
-		{1, 0.5, 600 * time.Millisecond},        // Y05, first sleep
-		{2, 0.5, 661800000 * time.Nanosecond},   // Y05, second sleep
-		{11, 0, 12296604 * time.Microsecond},    // 0.1 × 1.618^10 s, semantics.md's table
+		{1, 0, 100 * time.Millisecond},          // pyvespa's test
+		{4, 0, 423580103 * time.Nanosecond},     // pyvespa's test: 0.1 × 1.618³ s
+		{1, 1, 1100 * time.Millisecond},         // the largest draw
+		{1, 0.5, 600 * time.Millisecond},        // 429, 429, 200 at u=0.5: first sleep
+		{2, 0.5, 661800000 * time.Nanosecond},   // and second sleep
+		{11, 0, 12296604 * time.Microsecond},    // 0.1 × 1.618^10 s
 		{11, 0.25, 12546604 * time.Microsecond}, // plus a quarter second
 	} {
 		if got := (golden{}).at(tc.n, tc.u); absDur(got-tc.want) > time.Microsecond {

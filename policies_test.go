@@ -15,8 +15,10 @@ import (
 	"github.com/seed32e55400/retries"
 )
 
-// The numbers in these tests are pyvespa's, from semantics.md §1.2 and the
-// vectors of §4 (Y01–Y22); each test names the vectors it ports.
+// The numbers in these tests are pyvespa's: the parameters of the policies
+// in its vespa/retries.py, and the cases of its tests (tests/unit/
+// test_retries.py and test_retry_controls.py), named in a comment where a
+// case ports one. The other cases are this package's own.
 
 func TestPolicyStops(t *testing.T) {
 	t.Parallel()
@@ -79,8 +81,8 @@ func near(d time.Duration, f float64) bool {
 	return math.Abs(d.Seconds()-f) < 1e-6
 }
 
-// TestQuery ports Y18 and Y19: 5 attempts on any error with full-jitter
-// waits, then a RetryError; a 503 response is not inspected.
+// TestQuery checks Query: 5 attempts on any error with full-jitter waits,
+// then a RetryError; a 503 response is not inspected.
 func TestQuery(t *testing.T) {
 	t.Parallel()
 	caps := []time.Duration{secs(1.5), secs(3), secs(6), secs(12)}
@@ -126,7 +128,8 @@ func TestQuery(t *testing.T) {
 	})
 }
 
-// TestDocV1 ports Y12 (alone, without the inner layer) and the shape of
+// TestDocV1 ports pyvespa's test_503_retried_three_times_then_returned
+// (alone, without the inner layer) and checks the shape of
 // DOCV1_RETRY: waits of exactly 1 s and 2 s, the last outcome on giving up.
 func TestDocV1(t *testing.T) {
 	t.Parallel()
@@ -240,14 +243,15 @@ func TestThrottle(t *testing.T) {
 }
 
 // goldenBase is 0.1 × 1.618^(n−1) seconds, the deterministic part of
-// SyncRequest's wait, from semantics.md's table.
+// SyncRequest's wait, to the microsecond.
 var goldenBase = []float64{0.1, 0.1618, 0.261792, 0.423580, 0.685353, 1.108901, 1.794201, 2.903017, 4.697082, 7.599879}
 
-// TestSyncRequest ports Y05–Y09, Y13 and Y14.
+// TestSyncRequest ports pyvespa's TestSyncRequestRetry and
+// test_sync_num_retries_429_zero_sends_once; each subtest names its source.
 func TestSyncRequest(t *testing.T) {
 	t.Parallel()
 	connReset := func(int) error { return &netOpError{syscall.ECONNRESET} }
-	t.Run("429_429_200", func(t *testing.T) { // Y05
+	t.Run("429_429_200", func(t *testing.T) { // pyvespa test_retries_429_then_returns_success
 		synctest.Test(t, func(t *testing.T) {
 			resp, s, err := runValue(t, t.Context(), retries.SyncRequest, statusSeq(429, 429, 200))
 			if err != nil || resp.StatusCode != 200 || len(s.calls) != 3 {
@@ -255,7 +259,7 @@ func TestSyncRequest(t *testing.T) {
 			}
 		})
 	})
-	t.Run("always_429_default", func(t *testing.T) { // Y14
+	t.Run("always_429_default", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			resp, s, err := runValue(t, t.Context(), retries.SyncRequest, statusSeq(429))
 			if err != nil || resp.StatusCode != 429 || len(s.calls) != 11 {
@@ -267,13 +271,13 @@ func TestSyncRequest(t *testing.T) {
 					t.Errorf("sleep %d = %v, want within [%gs, %gs]", i+1, d, base, base+1)
 				}
 			}
-			// semantics.md: 19.7356 s of base plus 10 × U(0, 1 s).
+			// The bases add up to 19.7356 s, plus 10 × U(0, 1 s).
 			if total := s.calls[10].Seconds(); total < 19.735605-1e-5 || total > 29.735605+1e-5 {
 				t.Errorf("total wait = %gs, want within [19.7356s, 29.7356s]", total)
 			}
 		})
 	})
-	t.Run("num_retries_2_always_429", func(t *testing.T) { // Y06
+	t.Run("num_retries_2_always_429", func(t *testing.T) { // pyvespa test_returns_last_429_after_num_retries
 		synctest.Test(t, func(t *testing.T) {
 			p := retries.SyncRequest.Copy(retries.WithStop(retries.StopAfterAttempt(2 + 1)))
 			resp, s, err := runValue(t, t.Context(), p, statusSeq(429))
@@ -282,7 +286,7 @@ func TestSyncRequest(t *testing.T) {
 			}
 		})
 	})
-	t.Run("num_retries_0_always_429", func(t *testing.T) { // Y13
+	t.Run("num_retries_0_always_429", func(t *testing.T) { // pyvespa test_sync_num_retries_429_zero_sends_once
 		synctest.Test(t, func(t *testing.T) {
 			p := retries.SyncRequest.Copy(retries.WithStop(retries.StopAfterAttempt(0 + 1)))
 			resp, s, err := runValue(t, t.Context(), p, statusSeq(429))
@@ -291,7 +295,7 @@ func TestSyncRequest(t *testing.T) {
 			}
 		})
 	})
-	t.Run("num_retries_1_connection_reset", func(t *testing.T) { // Y07
+	t.Run("num_retries_1_connection_reset", func(t *testing.T) { // pyvespa test_retries_connection_error_then_reraises
 		synctest.Test(t, func(t *testing.T) {
 			p := retries.SyncRequest.Copy(retries.WithStop(retries.StopAfterAttempt(1 + 1)))
 			s, err := runErr(t, t.Context(), p, connReset)
@@ -304,7 +308,7 @@ func TestSyncRequest(t *testing.T) {
 			}
 		})
 	})
-	t.Run("other_error_not_retried", func(t *testing.T) { // Y08
+	t.Run("other_error_not_retried", func(t *testing.T) { // pyvespa test_non_connection_error_raises_immediately
 		synctest.Test(t, func(t *testing.T) {
 			s, err := runErr(t, t.Context(), retries.SyncRequest, func(int) error { return errBoom })
 			if err != errBoom || len(s.calls) != 1 {
@@ -312,7 +316,7 @@ func TestSyncRequest(t *testing.T) {
 			}
 		})
 	})
-	t.Run("503_not_retried", func(t *testing.T) { // Y09
+	t.Run("503_not_retried", func(t *testing.T) { // pyvespa test_does_not_retry_5xx
 		synctest.Test(t, func(t *testing.T) {
 			resp, s, err := runValue(t, t.Context(), retries.SyncRequest, statusSeq(503))
 			if err != nil || resp.StatusCode != 503 || len(s.calls) != 1 {
@@ -329,8 +333,9 @@ type netOpError struct{ errno syscall.Errno }
 func (e *netOpError) Error() string { return "write: " + e.errno.Error() }
 func (e *netOpError) Unwrap() error { return e.errno }
 
-// TestVisit ports Y10: StatusError retried 3 times with no wait, then a
-// RetryError; any other error passes through.
+// TestVisit ports pyvespa's test_visit_policy_retries_http_error_three_times:
+// a StatusError retried 3 times with no wait, then a RetryError; any other
+// error passes through.
 func TestVisit(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -350,8 +355,9 @@ func TestVisit(t *testing.T) {
 	})
 }
 
-// TestReraisePolicies ports Y20 and Y21, and checks the capped and clamped
-// exponential waits past the third attempt.
+// TestReraisePolicies checks that ControlPlane and URLValidation give the
+// last error itself back after 3 attempts and sleeps of 1 s and 2 s, and
+// checks the capped and clamped exponential waits past the third attempt.
 func TestReraisePolicies(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -380,8 +386,9 @@ func TestReraisePolicies(t *testing.T) {
 	}
 }
 
-// TestDocV1AroundThrottle ports Y11, Y12, Y15 and Y16: the two layers of a
-// document/v1 call, each outer attempt running a fresh inner policy.
+// TestDocV1AroundThrottle ports the retry cases of pyvespa's
+// TestAsyncDocv1Retry: the two layers of a document/v1 call, each outer
+// attempt running a fresh inner policy.
 func TestDocV1AroundThrottle(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -393,9 +400,12 @@ func TestDocV1AroundThrottle(t *testing.T) {
 		// in order: the inner numbers restart after every outer retry.
 		wantSleeps []sleepRec
 	}{
+		// pyvespa test_retries_429_until_success
 		{"4x429_then_200", []int{429, 429, 429, 429, 200}, 5, 200,
 			[]sleepRec{{"inner", 1, 0}, {"inner", 2, 0}, {"inner", 3, 0}, {"inner", 4, 0}}},
+		// pyvespa test_429_retry_is_unbounded
 		{"25x429_then_200", append(slices.Repeat([]int{429}, 25), 200), 26, 200, innerSleeps(25)},
+		// pyvespa test_503_retried_three_times_then_returned
 		{"503_forever", []int{503}, 3, 503,
 			[]sleepRec{{"outer", 1, time.Second}, {"outer", 2, 2 * time.Second}}},
 		{"429_503_429_429_200", []int{429, 503, 429, 429, 200}, 5, 200,
@@ -446,7 +456,7 @@ func TestDocV1AroundThrottle(t *testing.T) {
 			})
 		})
 	}
-	t.Run("error_forever", func(t *testing.T) { // Y12, second half
+	t.Run("error_forever", func(t *testing.T) { // pyvespa test_exception_retried_three_times_then_reraised
 		synctest.Test(t, func(t *testing.T) {
 			calls := 0
 			start := time.Now()

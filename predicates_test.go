@@ -48,15 +48,20 @@ func TestPredicates(t *testing.T) {
 			[]bool{true, true, false, false}},
 		{"error_as", retries.RetryIfErrorAs[codeErr](),
 			[]outcome{{nil, fmt.Errorf("x: %w", codeErr{1})}, {nil, errBoom}, {nil, nil}}, []bool{true, false, false}},
-		{"T32_if_value", retries.RetryIfValue(isOne), []outcome{{1, nil}, {2, nil}, {1, errBoom}}, []bool{true, false, false}},
-		{"T32_not_value", retries.RetryNot(retries.RetryIfValue(isOne)), []outcome{{1, nil}, {2, nil}}, []bool{false, true}},
-		{"T33_any", retries.RetryAny(retries.RetryIfValue(isOne), retries.RetryIfValue(func(v any) bool { return v == 2 })),
+		// tenacity test_retry_if_result
+		{"if_value", retries.RetryIfValue(isOne), []outcome{{1, nil}, {2, nil}, {1, errBoom}}, []bool{true, false, false}},
+		// tenacity test_retry_if_not_result
+		{"not_value", retries.RetryNot(retries.RetryIfValue(isOne)), []outcome{{1, nil}, {2, nil}}, []bool{false, true}},
+		// tenacity test_retry_any
+		{"any", retries.RetryAny(retries.RetryIfValue(isOne), retries.RetryIfValue(func(v any) bool { return v == 2 })),
 			[]outcome{{1, nil}, {2, nil}, {3, nil}, {nil, errBoom}}, []bool{true, true, false, false}},
-		{"T33_all", retries.RetryAll(retries.RetryIfValue(isOne), retries.RetryIfValue(func(v any) bool { _, ok := v.(int); return ok })),
+		// tenacity test_retry_all
+		{"all", retries.RetryAll(retries.RetryIfValue(isOne), retries.RetryIfValue(func(v any) bool { _, ok := v.(int); return ok })),
 			[]outcome{{1, nil}, {2, nil}, {3, nil}, {nil, errBoom}}, []bool{true, false, false, false}},
 		{"any_empty_never", retries.RetryAny(), []outcome{{nil, errBoom}, {1, nil}}, []bool{false, false}},
 		{"all_empty_always", retries.RetryAll(), []outcome{{nil, errBoom}, {1, nil}}, []bool{true, true}},
-		{"Y01_status", retries.RetryIfStatus(429, 503), []outcome{
+		// pyvespa test_retry_if_status_on_vespa_response and …_on_httpr_response
+		{"status", retries.RetryIfStatus(429, 503), []outcome{
 			{&vespaResponse{429}, nil}, {&vespaResponse{503}, nil}, {&vespaResponse{200}, nil},
 			{&http.Response{StatusCode: 429}, nil}, {&http.Response{StatusCode: 200}, nil},
 			{struct{}{}, nil}, {nil, nil}, {nilResp, nil}, {nilVespa, nil},

@@ -11,7 +11,8 @@ func rs(n int, elapsed, wait float64) retries.State {
 	return retries.State{Attempt: n, Elapsed: secs(elapsed), Wait: secs(wait)}
 }
 
-// TestStops ports tenacity's stop vectors T26–T31 and D6.
+// TestStops checks each stop against tenacity's stop vectors, named in a
+// comment above each, and the empty StopAny and StopAll.
 func TestStops(t *testing.T) {
 	t.Parallel()
 	anyStop := retries.StopAny(retries.StopAfterDelay(time.Second), retries.StopAfterAttempt(4))
@@ -23,18 +24,24 @@ func TestStops(t *testing.T) {
 		states []retries.State
 		want   []bool
 	}{
-		{"T26_after_attempt", retries.StopAfterAttempt(3), []retries.State{rs(2, 6546, 0), rs(3, 6546, 0), rs(4, 6546, 0)}, []bool{false, true, true}},
+		// tenacity test_stop_after_attempt
+		{"after_attempt", retries.StopAfterAttempt(3), []retries.State{rs(2, 6546, 0), rs(3, 6546, 0), rs(4, 6546, 0)}, []bool{false, true, true}},
 		{"after_attempt_0_is_1", retries.StopAfterAttempt(0), []retries.State{rs(1, 0, 0)}, []bool{true}},
-		{"T27_after_delay", retries.StopAfterDelay(time.Second), []retries.State{rs(2, 0.999, 0), rs(2, 1, 0), rs(2, 1.001, 0)}, []bool{false, true, true}},
-		{"T28_before_delay", retries.StopBeforeDelay(time.Second),
+		// tenacity test_stop_after_delay
+		{"after_delay", retries.StopAfterDelay(time.Second), []retries.State{rs(2, 0.999, 0), rs(2, 1, 0), rs(2, 1.001, 0)}, []bool{false, true, true}},
+		// tenacity test_stop_before_delay
+		{"before_delay", retries.StopBeforeDelay(time.Second),
 			[]retries.State{rs(2, 0.999, 0.0001), rs(2, 1, 0.001), rs(2, 1, 1), rs(2, 0.999, 0), rs(2, 1, 0), rs(2, 1.001, 0)},
 			[]bool{false, true, true, false, true, true}},
 		{"before_delay_saturates", retries.StopBeforeDelay(time.Second), []retries.State{{Attempt: 2, Elapsed: time.Second / 2, Wait: maxDuration}}, []bool{true}},
-		{"T29_any", anyStop, six, []bool{false, false, false, true, true, true}},
-		{"T30_all", allStop, six, []bool{false, false, false, false, false, true}},
-		{"T31_never", retries.StopNever(), []retries.State{rs(3, 6546, 0), rs(1<<40, 1e9, 0)}, []bool{false, false}},
-		{"D6_any_empty_never_stops", retries.StopAny(), []retries.State{rs(1, 0, 0), rs(100, 100, 0)}, []bool{false, false}},
-		{"D6_all_empty_stops", retries.StopAll(), []retries.State{rs(1, 0, 0)}, []bool{true}},
+		// tenacity test_stop_any, test_stop_or
+		{"any", anyStop, six, []bool{false, false, false, true, true, true}},
+		// tenacity test_stop_all, test_stop_and
+		{"all", allStop, six, []bool{false, false, false, false, false, true}},
+		// tenacity test_never_stop
+		{"never", retries.StopNever(), []retries.State{rs(3, 6546, 0), rs(1<<40, 1e9, 0)}, []bool{false, false}},
+		{"any_empty_never_stops", retries.StopAny(), []retries.State{rs(1, 0, 0), rs(100, 100, 0)}, []bool{false, false}},
+		{"all_empty_stops", retries.StopAll(), []retries.State{rs(1, 0, 0)}, []bool{true}},
 		{"zero_stop_stops", retries.Stop{}, []retries.State{rs(1, 0, 0)}, []bool{true}},
 		{"if", retries.StopIf(func(s retries.State) bool { return s.Err != nil }),
 			[]retries.State{{Attempt: 1}, {Attempt: 1, Err: errBoom}}, []bool{false, true}},

@@ -9,8 +9,10 @@ import (
 	"github.com/seed32e55400/retries"
 )
 
-// The vectors below are tenacity's (T…) and those derived in semantics.md
-// (D…), in seconds unless noted.
+// The vectors below are in seconds unless noted. A comment names the
+// tenacity or pyvespa test a vector comes from; vectors without one are this
+// package's own, several of them checked by running tenacity's strategies
+// past what its tests cover.
 
 const maxDuration = time.Duration(math.MaxInt64)
 
@@ -28,53 +30,70 @@ func TestDeterministicWaits(t *testing.T) {
 		n    []int
 		want []time.Duration
 	}{
-		{"T01_none", retries.WaitNone(), []int{18}, []time.Duration{0}},
-		{"T02_fixed", retries.WaitFixed(s), []int{12}, []time.Duration{s}},
-		{"T03_incrementing", retries.WaitIncrementing(500*s, 100*s, 0), []int{1, 2, 3}, []time.Duration{500 * s, 600 * s, 700 * s}},
-		{"D9_incrementing_capped", retries.WaitIncrementing(0, 5*s, 12*s), []int{1, 2, 3, 4, 5}, []time.Duration{0, 5 * s, 10 * s, 12 * s, 12 * s}},
-		{"D9_incrementing_negative", retries.WaitIncrementing(10*s, -4*s, 0), []int{1, 2, 3, 4}, []time.Duration{10 * s, 6 * s, 2 * s, 0}},
-		{"T05_exponential", exp(retries.Exponential{}), []int{1, 2, 3, 4, 5, 6, 7, 8},
+		// tenacity test_no_sleep
+		{"none", retries.WaitNone(), []int{18}, []time.Duration{0}},
+		// tenacity test_fixed_sleep
+		{"fixed", retries.WaitFixed(s), []int{12}, []time.Duration{s}},
+		// tenacity test_incrementing_sleep
+		{"incrementing", retries.WaitIncrementing(500*s, 100*s, 0), []int{1, 2, 3}, []time.Duration{500 * s, 600 * s, 700 * s}},
+		{"incrementing_capped", retries.WaitIncrementing(0, 5*s, 12*s), []int{1, 2, 3, 4, 5}, []time.Duration{0, 5 * s, 10 * s, 12 * s, 12 * s}},
+		{"incrementing_negative", retries.WaitIncrementing(10*s, -4*s, 0), []int{1, 2, 3, 4}, []time.Duration{10 * s, 6 * s, 2 * s, 0}},
+		// tenacity test_exponential
+		{"exponential", exp(retries.Exponential{}), []int{1, 2, 3, 4, 5, 6, 7, 8},
 			[]time.Duration{1 * s, 2 * s, 4 * s, 8 * s, 16 * s, 32 * s, 64 * s, 128 * s}},
-		{"T06_exponential_max", exp(retries.Exponential{Max: 40 * s}), []int{1, 2, 3, 4, 5, 6, 7, 8, 50},
+		// tenacity test_exponential_with_max_wait
+		{"exponential_max", exp(retries.Exponential{Max: 40 * s}), []int{1, 2, 3, 4, 5, 6, 7, 8, 50},
 			[]time.Duration{1 * s, 2 * s, 4 * s, 8 * s, 16 * s, 32 * s, 40 * s, 40 * s, 40 * s}},
-		{"T07_exponential_max_multiplier", exp(retries.Exponential{Multiplier: s, Max: 50 * s}), []int{6, 7, 8, 50},
+		// tenacity test_exponential_with_max_wait_and_multiplier
+		{"exponential_max_multiplier", exp(retries.Exponential{Multiplier: s, Max: 50 * s}), []int{6, 7, 8, 50},
 			[]time.Duration{32 * s, 50 * s, 50 * s, 50 * s}},
-		{"T08_exponential_min", exp(retries.Exponential{Min: 20 * s}), []int{1, 2, 3, 4, 5, 6, 7, 8, 20},
+		// tenacity test_exponential_with_min_wait
+		{"exponential_min", exp(retries.Exponential{Min: 20 * s}), []int{1, 2, 3, 4, 5, 6, 7, 8, 20},
 			[]time.Duration{20 * s, 20 * s, 20 * s, 20 * s, 20 * s, 32 * s, 64 * s, 128 * s, 524288 * s}},
-		{"T09_exponential_min_multiplier", exp(retries.Exponential{Min: 20 * s, Multiplier: 2 * s}), []int{1, 2, 3, 4, 5, 6, 7, 8, 20},
+		// tenacity test_exponential_with_min_wait_and_multiplier
+		{"exponential_min_multiplier", exp(retries.Exponential{Min: 20 * s, Multiplier: 2 * s}), []int{1, 2, 3, 4, 5, 6, 7, 8, 20},
 			[]time.Duration{20 * s, 20 * s, 20 * s, 20 * s, 32 * s, 64 * s, 128 * s, 256 * s, 1048576 * s}},
-		{"T10_exponential_min_max", exp(retries.Exponential{Min: 10 * s, Max: 100 * s}), []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 20},
+		// tenacity test_exponential_with_min_wait_andmax__wait
+		{"exponential_min_max", exp(retries.Exponential{Min: 10 * s, Max: 100 * s}), []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 20},
 			[]time.Duration{10 * s, 10 * s, 10 * s, 10 * s, 16 * s, 32 * s, 64 * s, 100 * s, 100 * s, 100 * s}},
-		{"T12_multiplier_over_max", exp(retries.Exponential{Multiplier: maxDuration, Max: time.Nanosecond}), []int{1, 2, 5000},
+		// tenacity test_exponential_caps_when_max_multiplier_ratio_underflows
+		{"multiplier_over_max", exp(retries.Exponential{Multiplier: maxDuration, Max: time.Nanosecond}), []int{1, 2, 5000},
 			[]time.Duration{1, 1, 1}},
 		{"min_over_max_min_wins", exp(retries.Exponential{Multiplier: 1500 * time.Millisecond, Min: 10 * s, Max: 5 * s}), []int{1, 2000},
 			[]time.Duration{10 * s, 10 * s}},
-		{"D1_no_overflow", exp(retries.Exponential{Max: 10 * s}), []int{64, 65, 1025, 1100, 5000, math.MaxInt},
+		{"no_overflow_max_10s", exp(retries.Exponential{Max: 10 * s}), []int{64, 65, 1025, 1100, 5000, math.MaxInt},
 			[]time.Duration{10 * s, 10 * s, 10 * s, 10 * s, 10 * s, 10 * s}},
-		{"D2_no_overflow", exp(retries.Exponential{Multiplier: 1500 * time.Millisecond, Max: 60 * s}), []int{64, 1025, 5000},
+		{"no_overflow_max_60s", exp(retries.Exponential{Multiplier: 1500 * time.Millisecond, Max: 60 * s}), []int{64, 1025, 5000},
 			[]time.Duration{60 * s, 60 * s, 60 * s}},
-		{"D4_default_max_saturates", exp(retries.Exponential{}), []int{34, 35, 100, 5000},
+		{"default_max_saturates", exp(retries.Exponential{}), []int{34, 35, 100, 5000},
 			[]time.Duration{(1 << 33) * s, maxDuration, maxDuration, maxDuration}},
 		{"base_3", exp(retries.Exponential{Multiplier: 100 * time.Millisecond, Base: 3}), []int{1, 2, 3},
 			[]time.Duration{100 * time.Millisecond, 300 * time.Millisecond, 900 * time.Millisecond}},
-		{"T19_jitter_zero", retries.WaitExponentialJitter(retries.Exponential{Multiplier: 10 * s, Max: 60 * s}, 0), []int{1, 2, 3, 4},
+		// tenacity test_wait_exponential_jitter_multiplier
+		{"jitter_zero", retries.WaitExponentialJitter(retries.Exponential{Multiplier: 10 * s, Max: 60 * s}, 0), []int{1, 2, 3, 4},
 			[]time.Duration{10 * s, 20 * s, 40 * s, 60 * s}},
-		{"T18_jitter_capped", retries.WaitExponentialJitter(retries.Exponential{Multiplier: 10 * s, Max: 5 * s}, s), []int{1},
+		// tenacity test_wait_exponential_jitter
+		{"jitter_capped", retries.WaitExponentialJitter(retries.Exponential{Multiplier: 10 * s, Max: 5 * s}, s), []int{1},
 			[]time.Duration{5 * s}},
-		{"T17_jitter_capped_exactly", retries.WaitExponentialJitter(retries.Exponential{Max: 60 * s}, s), []int{7, 8, 9},
+		// tenacity test_wait_exponential_jitter
+		{"jitter_capped_exactly", retries.WaitExponentialJitter(retries.Exponential{Max: 60 * s}, s), []int{7, 8, 9},
 			[]time.Duration{60 * s, 60 * s, 60 * s}},
-		{"T20_jitter_min", retries.WaitExponentialJitter(retries.Exponential{Min: 5 * s, Max: 60 * s}, s), []int{1, 2, 3},
+		// tenacity test_wait_exponential_jitter_min
+		{"jitter_min", retries.WaitExponentialJitter(retries.Exponential{Min: 5 * s, Max: 60 * s}, s), []int{1, 2, 3},
 			[]time.Duration{5 * s, 5 * s, 5 * s}},
-		{"T15_random_exponential_min", retries.WaitRandomExponential(retries.Exponential{Min: 5 * s}), []int{1},
+		// tenacity test_wait_random_exponential
+		{"random_exponential_min", retries.WaitRandomExponential(retries.Exponential{Min: 5 * s}), []int{1},
 			[]time.Duration{5 * s}},
-		{"T22_chain", retries.WaitChain(retries.WaitFixed(s), retries.WaitFixed(s), retries.WaitFixed(4*s), retries.WaitFixed(4*s), retries.WaitFixed(8*s)),
+		// tenacity test_wait_chain
+		{"chain", retries.WaitChain(retries.WaitFixed(s), retries.WaitFixed(s), retries.WaitFixed(4*s), retries.WaitFixed(4*s), retries.WaitFixed(8*s)),
 			[]int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, []time.Duration{s, s, 4 * s, 4 * s, 8 * s, 8 * s, 8 * s, 8 * s, 8 * s, 8 * s}},
-		{"D5_chain_global_attempt", retries.WaitChain(retries.WaitFixed(s), retries.WaitExponential(retries.Exponential{})),
+		{"chain_global_attempt", retries.WaitChain(retries.WaitFixed(s), retries.WaitExponential(retries.Exponential{})),
 			[]int{1, 2, 3, 4, 5}, []time.Duration{s, 2 * s, 4 * s, 8 * s, 16 * s}},
 		{"combine_saturates", retries.WaitCombine(retries.WaitFixed(maxDuration-1), retries.WaitFixed(s)), []int{1},
 			[]time.Duration{maxDuration}},
 		{"combine_empty", retries.WaitCombine(), []int{1}, []time.Duration{0}},
-		{"T24_func", retries.WaitFunc(func(s retries.State) time.Duration { return time.Duration(s.Attempt) * s.Elapsed }),
+		// tenacity test_wait_func
+		{"func", retries.WaitFunc(func(s retries.State) time.Duration { return time.Duration(s.Attempt) * s.Elapsed }),
 			nil, nil}, // checked below with elapsed times
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,7 +113,7 @@ func TestDeterministicWaits(t *testing.T) {
 		want    time.Duration
 	}{{1, 5 * s, 5 * s}, {2, 11 * s, 22 * s}, {10, 100 * s, 1000 * s}} {
 		if got := f.Duration(retries.State{Attempt: v.n, Elapsed: v.elapsed}); got != v.want {
-			t.Errorf("T24 WaitFunc(%d, %v) = %v, want %v", v.n, v.elapsed, got, v.want)
+			t.Errorf("WaitFunc(%d, %v) = %v, want %v", v.n, v.elapsed, got, v.want)
 		}
 	}
 	if got := retries.WaitFunc(func(retries.State) time.Duration { return -time.Second }).Duration(at(1)); got != 0 {
@@ -104,7 +123,8 @@ func TestDeterministicWaits(t *testing.T) {
 
 // TestRandomWaits draws each random wait many times and checks every draw
 // against its bounds, that the bounds are the vector's, that the draws vary,
-// and, for full jitter, the mean (T16).
+// and, for full jitter, the mean (tenacity
+// test_wait_random_exponential_statistically).
 func TestRandomWaits(t *testing.T) {
 	t.Parallel()
 	s := time.Second
@@ -120,23 +140,32 @@ func TestRandomWaits(t *testing.T) {
 		bounds []bound
 		mean   bool // uniform: the draws vary and their mean is (lo+hi)/2 within 8%
 	}{
-		{"T04_random", retries.WaitRandom(s, 20*s), []bound{{n: 1, lo: s, hi: 20 * s}}, true},
-		{"T04_random_no_min", retries.WaitRandom(0, 2*s), []bound{{n: 1, hi: 2 * s}}, true},
-		{"T13_T16_random_exponential", retries.WaitRandomExponential(retries.Exponential{Multiplier: s / 2, Max: 60 * s}),
+		// tenacity test_random_sleep
+		{"random", retries.WaitRandom(s, 20*s), []bound{{n: 1, lo: s, hi: 20 * s}}, true},
+		// tenacity test_random_sleep_withoutmin_
+		{"random_no_min", retries.WaitRandom(0, 2*s), []bound{{n: 1, hi: 2 * s}}, true},
+		// tenacity test_wait_random_exponential and …_statistically
+		{"random_exponential", retries.WaitRandomExponential(retries.Exponential{Multiplier: s / 2, Max: 60 * s}),
 			[]bound{{n: 1, hi: s / 2}, {n: 2, hi: s}, {n: 3, hi: 2 * s}, {n: 4, hi: 4 * s}, {n: 5, hi: 8 * s},
 				{n: 6, hi: 16 * s}, {n: 7, hi: 32 * s}, {n: 8, hi: 60 * s}, {n: 9, hi: 60 * s}}, true},
-		{"T14_random_exponential_capped", retries.WaitRandomExponential(retries.Exponential{Multiplier: 10 * s, Max: 5 * s}),
+		// tenacity test_wait_random_exponential
+		{"random_exponential_capped", retries.WaitRandomExponential(retries.Exponential{Multiplier: 10 * s, Max: 5 * s}),
 			[]bound{{n: 1, hi: 5 * s}}, true},
-		{"T17_exponential_jitter", retries.WaitExponentialJitter(retries.Exponential{Max: 60 * s}, s),
+		// tenacity test_wait_exponential_jitter
+		{"exponential_jitter", retries.WaitExponentialJitter(retries.Exponential{Max: 60 * s}, s),
 			[]bound{{n: 1, lo: s, hi: 2 * s}, {n: 2, lo: 2 * s, hi: 3 * s}, {n: 3, lo: 4 * s, hi: 5 * s},
 				{n: 4, lo: 8 * s, hi: 9 * s}, {n: 5, lo: 16 * s, hi: 17 * s}, {n: 6, lo: 32 * s, hi: 33 * s}}, true},
-		{"T20_exponential_jitter_min", retries.WaitExponentialJitter(retries.Exponential{Min: 5 * s, Max: 60 * s}, s),
+		// tenacity test_wait_exponential_jitter_min
+		{"exponential_jitter_min", retries.WaitExponentialJitter(retries.Exponential{Min: 5 * s, Max: 60 * s}, s),
 			[]bound{{n: 4, lo: 8 * s, hi: 9 * s}}, true},
-		{"T21_combine", retries.WaitCombine(retries.WaitRandom(0, 3*s), retries.WaitFixed(5*s)),
+		// tenacity test_wait_combine
+		{"combine", retries.WaitCombine(retries.WaitRandom(0, 3*s), retries.WaitFixed(5*s)),
 			[]bound{{n: 1, lo: 5 * s, hi: 8 * s}}, true},
-		{"T21_triple_combine", retries.WaitCombine(retries.WaitFixed(s), retries.WaitRandom(0, 3*s), retries.WaitFixed(5*s)),
+		// tenacity test_wait_triple_sum
+		{"triple_combine", retries.WaitCombine(retries.WaitFixed(s), retries.WaitRandom(0, 3*s), retries.WaitFixed(5*s)),
 			[]bound{{n: 1, lo: 6 * s, hi: 9 * s}}, true},
-		{"Y02_Y03_golden", retries.WaitGoldenJitter(),
+		// pyvespa test_wait_golden_jitter_matches_legacy_formula
+		{"golden", retries.WaitGoldenJitter(),
 			[]bound{{n: 1, lo: golden(1), hi: golden(1) + s}, {n: 4, lo: golden(4), hi: golden(4) + s},
 				{n: 11, lo: golden(11), hi: golden(11) + s}}, true},
 		{"decorrelated_first", retries.WaitDecorrelatedJitter(s, 30*s), []bound{{n: 1, lo: s, hi: s}}, false},
@@ -181,7 +210,7 @@ func absDiff(a, b time.Duration) time.Duration {
 }
 
 // TestGoldenSaturates checks pyvespa's uncapped golden wait past Python's
-// OverflowError (Y22): it saturates at the largest Duration instead.
+// OverflowError at attempt 1477: it saturates at the largest Duration instead.
 func TestGoldenSaturates(t *testing.T) {
 	t.Parallel()
 	w := retries.WaitGoldenJitter()

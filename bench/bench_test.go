@@ -7,8 +7,10 @@ import (
 	"time"
 
 	retrygo "github.com/avast/retry-go/v4"
+	retrygov5 "github.com/avast/retry-go/v5"
 	backoffv4 "github.com/cenkalti/backoff/v4"
 	backoffv5 "github.com/cenkalti/backoff/v5"
+	backoffv7 "github.com/cenkalti/backoff/v7"
 	"github.com/failsafe-go/failsafe-go"
 	"github.com/failsafe-go/failsafe-go/retrypolicy"
 	"github.com/seed32e55400/retries"
@@ -55,7 +57,9 @@ func BenchmarkFailFailSucceed(b *testing.B) { benchAll(b, 3) }
 // succeedOn. Whatever a library lets us build once and reuse (a policy, an
 // option list, an executor) is built outside the loop; whatever carries
 // per-call state (a BackOff, a go-retry Backoff) is built per call, as the
-// library requires.
+// library requires. retry-go v5 takes the context when its Retrier is
+// built, so it runs both ways: one Retrier reused with one fixed context,
+// and a Retrier built per call, as a caller with a context per call must.
 func benchAll(b *testing.B, succeedOn int) {
 	ctx := context.Background()
 
@@ -106,7 +110,18 @@ func benchAll(b *testing.B, succeedOn int) {
 		}
 	})
 
-	b.Run("impl=retry_go", func(b *testing.B) {
+	b.Run("impl=backoff_v7", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			o := op{succeedOn: succeedOn}
+			// WithMaxTries counts attempts.
+			_, err := backoffv7.Retry(ctx, func() (struct{}, error) { return struct{}{}, o.call() },
+				backoffv7.WithBackOff(&backoffv7.ZeroBackOff{}), backoffv7.WithMaxTries(3))
+			checkCalls(b, &o, err, succeedOn)
+		}
+	})
+
+	b.Run("impl=retry_go_v4", func(b *testing.B) {
 		// Attempts counts attempts; FixedDelay with Delay(0) is no wait and
 		// no jitter (the default delay type adds a random jitter).
 		opts := []retrygo.Option{
@@ -117,6 +132,35 @@ func benchAll(b *testing.B, succeedOn int) {
 		for b.Loop() {
 			o := op{succeedOn: succeedOn}
 			err := retrygo.Do(o.call, opts...)
+			checkCalls(b, &o, err, succeedOn)
+		}
+	})
+
+	b.Run("impl=retry_go_v5_reused", func(b *testing.B) {
+		// The same options as v4; the Retrier, with its context, is built
+		// once and reused.
+		r := retrygov5.New(
+			retrygov5.Attempts(3), retrygov5.Delay(0), retrygov5.MaxJitter(0),
+			retrygov5.DelayType(retrygov5.FixedDelay), retrygov5.Context(ctx),
+		)
+		b.ReportAllocs()
+		for b.Loop() {
+			o := op{succeedOn: succeedOn}
+			err := r.Do(o.call)
+			checkCalls(b, &o, err, succeedOn)
+		}
+	})
+
+	b.Run("impl=retry_go_v5_per_call", func(b *testing.B) {
+		// A Retrier per call, as a caller whose context changes from call
+		// to call has to build it.
+		b.ReportAllocs()
+		for b.Loop() {
+			o := op{succeedOn: succeedOn}
+			err := retrygov5.New(
+				retrygov5.Attempts(3), retrygov5.Delay(0), retrygov5.MaxJitter(0),
+				retrygov5.DelayType(retrygov5.FixedDelay), retrygov5.Context(ctx),
+			).Do(o.call)
 			checkCalls(b, &o, err, succeedOn)
 		}
 	})
@@ -174,9 +218,18 @@ func TestBenchConfigsGiveUpAfterThree(t *testing.T) {
 				backoffv5.WithBackOff(&backoffv5.ZeroBackOff{}), backoffv5.WithMaxTries(3))
 			return err
 		}},
-		{"retry_go", func(o *op) error {
+		{"backoff_v7", func(o *op) error {
+			_, err := backoffv7.Retry(ctx, func() (struct{}, error) { return struct{}{}, o.call() },
+				backoffv7.WithBackOff(&backoffv7.ZeroBackOff{}), backoffv7.WithMaxTries(3))
+			return err
+		}},
+		{"retry_go_v4", func(o *op) error {
 			return retrygo.Do(o.call, retrygo.Attempts(3), retrygo.Delay(0), retrygo.MaxJitter(0),
 				retrygo.DelayType(retrygo.FixedDelay), retrygo.Context(ctx))
+		}},
+		{"retry_go_v5", func(o *op) error {
+			return retrygov5.New(retrygov5.Attempts(3), retrygov5.Delay(0), retrygov5.MaxJitter(0),
+				retrygov5.DelayType(retrygov5.FixedDelay), retrygov5.Context(ctx)).Do(o.call)
 		}},
 		{"go_retry", func(o *op) error {
 			return goretry.Do(ctx, goretry.WithMaxRetries(2, zero), func(context.Context) error {

@@ -19,8 +19,10 @@ import (
 	"time"
 
 	retrygo "github.com/avast/retry-go/v4"
+	retrygov5 "github.com/avast/retry-go/v5"
 	backoffv4 "github.com/cenkalti/backoff/v4"
 	backoffv5 "github.com/cenkalti/backoff/v5"
+	backoffv7 "github.com/cenkalti/backoff/v7"
 	"github.com/failsafe-go/failsafe-go"
 	"github.com/failsafe-go/failsafe-go/retrypolicy"
 	"github.com/hashicorp/go-retryablehttp"
@@ -86,7 +88,20 @@ var peers = map[string]peer{
 			return err
 		},
 	},
-	"retry_go": {
+	"backoff_v7": {
+		fixed: func(ctx context.Context, d time.Duration, n int, fn func() error) error {
+			_, err := backoffv7.Retry(ctx, func() (struct{}, error) { return struct{}{}, fn() },
+				backoffv7.WithBackOff(backoffv7.NewConstantBackOff(d)), backoffv7.WithMaxTries(uint(n)))
+			return err
+		},
+		expo: func(ctx context.Context, fn func() error) error {
+			b := &backoffv7.ExponentialBackOff{InitialInterval: time.Second, Multiplier: 2, RandomizationFactor: 0, MaxInterval: 10 * time.Second}
+			_, err := backoffv7.Retry(ctx, func() (struct{}, error) { return struct{}{}, permanentIfStop(fn(), backoffv7.Permanent) },
+				backoffv7.WithBackOff(b), backoffv7.WithMaxElapsedTime(0)) // 0: no 15-minute default limit
+			return err
+		},
+	},
+	"retry_go_v4": {
 		fixed: func(ctx context.Context, d time.Duration, n int, fn func() error) error {
 			// Attempts counts attempts; FixedDelay without jitter.
 			return retrygo.Do(fn, retrygo.Attempts(uint(n)), retrygo.Delay(d), retrygo.MaxJitter(0),
@@ -100,12 +115,32 @@ var peers = map[string]peer{
 				retrygo.DelayType(retrygo.BackOffDelay), retrygo.Context(ctx))
 		},
 	},
-	"retry_go_unlimited": {
+	"retry_go_v4_unlimited": {
 		fixed: func(ctx context.Context, d time.Duration, _ int, fn func() error) error {
 			// Attempts(0) retries until success, through a separate loop
 			// whose context handling differs from the one of Attempts(n).
 			return retrygo.Do(fn, retrygo.Attempts(0), retrygo.Delay(d), retrygo.MaxJitter(0),
 				retrygo.DelayType(retrygo.FixedDelay), retrygo.Context(ctx))
+		},
+	},
+	"retry_go_v5": {
+		fixed: func(ctx context.Context, d time.Duration, n int, fn func() error) error {
+			// The options of v4, given to New; the Retrier holds ctx.
+			return retrygov5.New(retrygov5.Attempts(uint(n)), retrygov5.Delay(d), retrygov5.MaxJitter(0),
+				retrygov5.DelayType(retrygov5.FixedDelay), retrygov5.Context(ctx)).Do(fn)
+		},
+		expo: func(ctx context.Context, fn func() error) error {
+			return retrygov5.New(retrygov5.Attempts(0), retrygov5.Delay(time.Second), retrygov5.MaxDelay(10*time.Second),
+				retrygov5.MaxJitter(0), retrygov5.DelayType(retrygov5.BackOffDelay), retrygov5.Context(ctx),
+			).Do(func() error { return permanentIfStop(fn(), retrygov5.Unrecoverable) })
+		},
+	},
+	"retry_go_v5_unlimited": {
+		fixed: func(ctx context.Context, d time.Duration, _ int, fn func() error) error {
+			// Attempts(0) retries until success, through the separate loop
+			// that v4 has too.
+			return retrygov5.New(retrygov5.Attempts(0), retrygov5.Delay(d), retrygov5.MaxJitter(0),
+				retrygov5.DelayType(retrygov5.FixedDelay), retrygov5.Context(ctx)).Do(fn)
 		},
 	},
 	"go_retry": {
@@ -176,12 +211,15 @@ func TestTrapCancelDuringWait(t *testing.T) {
 		{"retries", true, true},     // *RetryError wraps both.
 		{"backoff_v4", false, true}, // returns ctx.Err() alone: the last error is lost.
 		{"backoff_v5", false, true}, // returns context.Cause(ctx) alone.
-		{"retry_go", true, true},    // retry.Error lists every attempt's error and then ctx's.
+		{"backoff_v7", true, true},  // *RetryError holds the last error and context.Cause(ctx).
+		{"retry_go_v4", true, true}, // retry.Error lists every attempt's error and then ctx's.
 		// With Attempts(0) it returns ctx's error alone, unless the
 		// WrapContextErrorWithLastError option is set.
-		{"retry_go_unlimited", false, true},
-		{"go_retry", false, true}, // returns context.Cause(ctx) alone.
-		{"failsafe", false, true}, // returns ctx.Err() alone.
+		{"retry_go_v4_unlimited", false, true},
+		{"retry_go_v5", true, true},            // as v4.
+		{"retry_go_v5_unlimited", false, true}, // as v4.
+		{"go_retry", false, true},              // returns context.Cause(ctx) alone.
+		{"failsafe", false, true},              // returns ctx.Err() alone.
 	} {
 		t.Run("impl="+tc.impl, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -214,13 +252,16 @@ func TestTrapContextDoneBeforeCall(t *testing.T) {
 		impl      string
 		wantCalls int
 	}{
-		{"retries", 0},            // checks ctx first, returns context.Canceled.
-		{"backoff_v4", 1},         // calls first, then finds ctx done in NextBackOff.
-		{"backoff_v5", 1},         // calls first, checks ctx after the failure.
-		{"retry_go", 0},           // checks context.Cause(ctx) first.
-		{"retry_go_unlimited", 0}, // the same check, before either loop.
-		{"go_retry", 0},           // checks context.Cause(ctx) at the top of its loop.
-		{"failsafe", 1},           // calls first, then finds the execution canceled.
+		{"retries", 0},               // checks ctx first, returns context.Canceled.
+		{"backoff_v4", 1},            // calls first, then finds ctx done in NextBackOff.
+		{"backoff_v5", 1},            // calls first, checks ctx after the failure.
+		{"backoff_v7", 1},            // the same.
+		{"retry_go_v4", 0},           // checks context.Cause(ctx) first.
+		{"retry_go_v4_unlimited", 0}, // the same check, before either loop.
+		{"retry_go_v5", 0},           // as v4.
+		{"retry_go_v5_unlimited", 0}, // as v4.
+		{"go_retry", 0},              // checks context.Cause(ctx) at the top of its loop.
+		{"failsafe", 1},              // calls first, then finds the execution canceled.
 	} {
 		t.Run("impl="+tc.impl, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -251,13 +292,16 @@ func TestTrapDeadline(t *testing.T) {
 		wantReturn time.Duration
 		wantLast   bool // the error matches the last attempt's error
 	}{
-		{"retries", time.Second, true},                         // skips a wait that cannot end in time; *RetryError matches both.
-		{"backoff_v4", 1500 * time.Millisecond, false},         // sleeps until ctx is done, returns ctx.Err().
-		{"backoff_v5", 1500 * time.Millisecond, false},         // same.
-		{"retry_go", 1500 * time.Millisecond, true},            // sleeps until ctx is done; retry.Error keeps the errors.
-		{"retry_go_unlimited", 1500 * time.Millisecond, false}, // sleeps until ctx is done, returns ctx's error alone.
-		{"go_retry", 1500 * time.Millisecond, false},           // sleeps until ctx is done, returns context.Cause(ctx).
-		{"failsafe", 1500 * time.Millisecond, false},           // sleeps until ctx is done, returns ctx.Err().
+		{"retries", time.Second, true},                            // skips a wait that cannot end in time; *RetryError matches both.
+		{"backoff_v4", 1500 * time.Millisecond, false},            // sleeps until ctx is done, returns ctx.Err().
+		{"backoff_v5", 1500 * time.Millisecond, false},            // same.
+		{"backoff_v7", 1500 * time.Millisecond, true},             // sleeps until ctx is done; *RetryError keeps the last error.
+		{"retry_go_v4", 1500 * time.Millisecond, true},            // sleeps until ctx is done; retry.Error keeps the errors.
+		{"retry_go_v4_unlimited", 1500 * time.Millisecond, false}, // sleeps until ctx is done, returns ctx's error alone.
+		{"retry_go_v5", 1500 * time.Millisecond, true},            // as v4.
+		{"retry_go_v5_unlimited", 1500 * time.Millisecond, false}, // as v4.
+		{"go_retry", 1500 * time.Millisecond, false},              // sleeps until ctx is done, returns context.Cause(ctx).
+		{"failsafe", 1500 * time.Millisecond, false},              // sleeps until ctx is done, returns ctx.Err().
 	} {
 		t.Run("impl="+tc.impl, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -297,12 +341,14 @@ func TestTrapExponentialOverflow(t *testing.T) {
 		impl string
 		want [3]time.Duration // waits after attempts 64, 65, 100
 	}{
-		{"retries", [3]time.Duration{limit, limit, limit}},    // computes in float64 and saturates, then clamps.
-		{"backoff_v4", [3]time.Duration{limit, limit, limit}}, // stops multiplying once the interval reaches the cap.
-		{"backoff_v5", [3]time.Duration{limit, limit, limit}}, // same.
-		{"retry_go", [3]time.Duration{limit, limit, limit}},   // limits the shift, then MaxDelay caps.
-		{"go_retry", [3]time.Duration{limit, limit, limit}},   // overflow turns into MaxInt64, which WithCappedDuration caps.
-		{"failsafe", [3]time.Duration{limit, limit, limit}},   // multiplies the last delay and takes the min with the cap.
+		{"retries", [3]time.Duration{limit, limit, limit}},     // computes in float64 and saturates, then clamps.
+		{"backoff_v4", [3]time.Duration{limit, limit, limit}},  // stops multiplying once the interval reaches the cap.
+		{"backoff_v5", [3]time.Duration{limit, limit, limit}},  // same.
+		{"backoff_v7", [3]time.Duration{limit, limit, limit}},  // same.
+		{"retry_go_v4", [3]time.Duration{limit, limit, limit}}, // limits the shift, then MaxDelay caps.
+		{"retry_go_v5", [3]time.Duration{limit, limit, limit}}, // as v4.
+		{"go_retry", [3]time.Duration{limit, limit, limit}},    // overflow turns into MaxInt64, which WithCappedDuration caps.
+		{"failsafe", [3]time.Duration{limit, limit, limit}},    // multiplies the last delay and takes the min with the cap.
 	} {
 		t.Run("impl="+tc.impl, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
