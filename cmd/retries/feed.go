@@ -66,6 +66,7 @@ type feedConfig struct {
 	// For the demo: wrapBase wraps the RoundTripper that goes on the wire,
 	// and onDone sees the outcome of each operation.
 	wrapBase func(http.RoundTripper) http.RoundTripper
+	onSend   func(op *operation)
 	onDone   func(op *operation, ok bool, err error)
 }
 
@@ -335,6 +336,9 @@ func (f *feeder) dispatch(ctx, sendCtx context.Context, op *operation, slots cha
 
 // send sends op through the retrying clients and reports a failure.
 func (f *feeder) send(ctx context.Context, op *operation) {
+	if f.cfg.onSend != nil {
+		f.cfg.onSend(op)
+	}
 	ctx = withAttempts(ctx)
 	if f.cfg.timeout > 0 {
 		var cancel context.CancelFunc
