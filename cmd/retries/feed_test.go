@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -21,7 +20,7 @@ import (
 	"github.com/seed32e55400/retries"
 )
 
-// faultReset makes docServer reset the connection.
+// statusReset makes docServer reset the connection.
 const statusReset = -1
 
 // docServer is a document/v1 endpoint on a loopback port that records what
@@ -684,4 +683,27 @@ func TestHeaderFlagStringHidesValues(t *testing.T) {
 	}
 }
 
-var _ = errors.New
+
+// TestFeedBudgetRefusal checks that a retry the budget refuses fails the
+// operation with the last status and the reason.
+func TestFeedBudgetRefusal(t *testing.T) {
+	t.Parallel()
+	srv := newDocServer(t, func(_ *http.Request, n int) int {
+		if n == 0 {
+			return http.StatusBadGateway
+		}
+		return 0
+	})
+	cfg := testFeedConfig(srv.URL, nil)
+	cfg.budget = retries.NewBudget(0, 0) // no retries at all
+	res, sum, stderr := runTestFeed(t, context.Background(), cfg, `{"put":"id:a:b::1","fields":{}}`+"\n")
+	if res.failed != 1 || srv.requests("POST", "/document/v1/a/b/docid/1") != 1 {
+		t.Errorf("failed %d after %d requests, want 1 after 1", res.failed, srv.requests("POST", "/document/v1/a/b/docid/1"))
+	}
+	if !strings.Contains(stderr, "failed: line 1: put id:a:b::1: retries: POST "+srv.URL+"/document/v1/a/b/docid/1: 502 Bad Gateway; retries: retry budget exhausted") {
+		t.Errorf("stderr does not give the status and the budget:\n%s", stderr)
+	}
+	if b, _ := sum["retries.budget"].(map[string]any); b["refused"] != 1.0 {
+		t.Errorf("summary budget = %v, want refused 1", sum["retries.budget"])
+	}
+}
