@@ -683,7 +683,6 @@ func TestHeaderFlagStringHidesValues(t *testing.T) {
 	}
 }
 
-
 // TestFeedBudgetRefusal checks that a retry the budget refuses fails the
 // operation with the last status and the reason.
 func TestFeedBudgetRefusal(t *testing.T) {
