@@ -77,7 +77,7 @@ type feedResult struct {
 	failed     int64 // operations that failed, bad input included
 	badInput   int64
 	unsent     []*operation // dispatched but not sent when interrupted
-	unread     int          // > 0: the input from this line on was not read
+	unread     int          // > 0: interrupted, and the input from this line on was not read
 	notFound   int64        // removes answered 404
 	condFailed int64        // operations answered 412
 	refusals   int64        // retries the budget refused
@@ -226,13 +226,29 @@ func (f *feeder) run(ctx context.Context, src opSource) feedResult {
 		slots = make(chan struct{}, f.slots())
 		wg    sync.WaitGroup
 	)
+	// The input is read on its own goroutine, so that an interrupt ends
+	// the feed even while a read blocks (a quiet pipe on stdin); that
+	// goroutine then stays blocked until the process exits.
+	items := make(chan readItem)
+	stopRead := make(chan struct{})
+	defer close(stopRead)
+	go readOps(src, items, stopRead)
+	lastLine, eof := 0, false
 read:
-	for ctx.Err() == nil {
-		op, err := src.next()
+	for {
+		var it readItem
+		select {
+		case it = <-items:
+		case <-ctx.Done():
+			break read
+		}
+		op, err := it.op, it.err
+		lastLine = max(lastLine, it.line)
 		var bad *badInput
 		var stop *inputError
 		switch {
 		case err == io.EOF:
+			eof = true
 			break read
 		case errors.As(err, &bad):
 			res.operations++
@@ -244,10 +260,12 @@ read:
 			res.badInput++
 			f.failed.Add(1)
 			f.out.printf("retries feed: %v\n", err)
+			eof = true
 			break read
 		case err != nil:
 			f.failed.Add(1)
 			f.out.printf("retries feed: %v\n", err)
+			eof = true
 			break read
 		}
 		res.operations++
@@ -261,15 +279,8 @@ read:
 		}
 		f.dispatch(ctx, sendCtx, op, slots, &wg)
 	}
-	if ctx.Err() != nil {
-		if r, ok := src.(*opReader); ok && !r.done {
-			res.unread = r.line + 1
-			if r.dec != nil {
-				res.unread = r.lineAt(r.dec.InputOffset())
-			}
-		} else if !ok {
-			res.unread = -1 // a generated source: the rest was not generated
-		}
+	if !eof {
+		res.unread = lastLine + 1
 	}
 	wg.Wait()
 	close(finished)
@@ -288,13 +299,43 @@ read:
 	for _, op := range res.unsent {
 		f.out.printf("retries feed: not sent: %s\n", op.name())
 	}
-	switch {
-	case res.unread > 0:
+	if res.unread > 0 {
 		f.out.printf("retries feed: interrupted: the input from line %d on was not read\n", res.unread)
-	case res.unread < 0:
-		f.out.printf("retries feed: interrupted: the rest of the operations were not sent\n")
 	}
 	return res
+}
+
+// readItem is what readOps read: an operation, or an error of opSource.
+type readItem struct {
+	op   *operation
+	err  error
+	line int // the line of op or of the error, if known
+}
+
+// readOps sends what src yields to items until src ends or stop is closed.
+func readOps(src opSource, items chan<- readItem, stop <-chan struct{}) {
+	for {
+		op, err := src.next()
+		it := readItem{op: op, err: err}
+		var bad *badInput
+		var ie *inputError
+		switch {
+		case op != nil:
+			it.line = op.line
+		case errors.As(err, &bad):
+			it.line = bad.line
+		case errors.As(err, &ie):
+			it.line = ie.line
+		}
+		select {
+		case items <- it:
+		case <-stop:
+			return
+		}
+		if err != nil && bad == nil {
+			return
+		}
+	}
 }
 
 // dispatch starts op, or queues it behind the operation in flight for the
@@ -516,7 +557,7 @@ func (r feedResult) summary() []byte {
 		{"retries.badinput.count", r.badInput},
 		{"retries.unsent.count", len(r.unsent)},
 		{"retries.unsent.ids", unsent},
-		{"retries.unread.line", max(r.unread, 0)},
+		{"retries.unread.line", r.unread},
 		{"retries.conditionnotmet.count", r.condFailed},
 		{"retries.remove.notfound.count", r.notFound},
 		{"retries.limiter", limiterJSON(r.limiter)},

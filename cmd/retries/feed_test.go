@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -704,5 +705,31 @@ func TestFeedBudgetRefusal(t *testing.T) {
 	}
 	if b, _ := sum["retries.budget"].(map[string]any); b["refused"] != 1.0 {
 		t.Errorf("summary budget = %v, want refused 1", sum["retries.budget"])
+	}
+}
+
+// TestFeedInterruptWhileReading interrupts a feed whose input blocks, as a
+// quiet pipe on stdin does: the feed ends anyway and says what it did not
+// read.
+func TestFeedInterruptWhileReading(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The first operation, then silence; interrupt once it reaches the
+	// server (the feed waits for it to finish).
+	srv := newDocServer(t, func(*http.Request, int) int { cancel(); return 0 })
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go fmt.Fprintln(pw, `{"put":"id:a:b::1","fields":{}}`)
+	var out, errOut bytes.Buffer
+	err := runFeed(ctx, []string{"-url", srv.URL, "-q", "-"}, pr, &out, &errOut)
+	if !errors.Is(err, errSilent) {
+		t.Errorf("runFeed() = %v, want errSilent (exit 1)", err)
+	}
+	if !strings.Contains(errOut.String(), "the input from line 2 on was not read") {
+		t.Errorf("stderr does not name the unread input:\n%s", &errOut)
+	}
+	if !strings.Contains(out.String(), `"feeder.ok.count": 1,`) {
+		t.Errorf("summary:\n%s", &out)
 	}
 }
