@@ -1,18 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -77,6 +74,8 @@ type demoResult struct {
 
 	lost    []string // given up on, or never acknowledged by the server
 	elapsed time.Duration
+	limiter *retries.Limiter // its final state
+	budget  *retries.Budget
 }
 
 // runDemo is the demo command.
@@ -126,7 +125,7 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	if isTerminal(stdout) {
 		cfg.terminal, cfg.progress = true, 200*time.Millisecond
 	}
-	fmt.Fprintf(stdout, "Feeding %d documents through DocV1 around Throttle with %d workers into a loopback\n", cfg.docs, cfg.concurrency)
+	fmt.Fprintf(stdout, "Feeding %d documents through the engine of retries feed (DocV1 around Throttle,\nthe limiter at most %d in flight) into a loopback\n", cfg.docs, cfg.concurrency)
 	fmt.Fprintf(stdout, "server that admits %s requests/s (429 beyond), answers 503 to %s and resets\n", trimFloat(cfg.rate), percent(*faultRate))
 	fmt.Fprintf(stdout, "the connection of %s of the admitted requests.\n", percent(*resetRate))
 	if n, ok := attemptsOf(cfg.outer.Stop()); ok {
@@ -155,117 +154,6 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-// feedDemo starts the demo server on a loopback port, feeds cfg.docs
-// documents into it with cfg.concurrency workers, each document through
-// cfg.outer around cfg.inner with one HTTP request per inner attempt, and
-// returns the counts. It reports progress to out every cfg.progress. When
-// ctx ends, the documents not yet fed are lost.
-func feedDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, error) {
-	burst := cfg.burst
-	if burst == 0 {
-		burst = max(1, math.Floor(cfg.rate/4))
-	}
-	srv := newDemoServer(cfg.rate, burst, cfg.faults)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return demoResult{}, err
-	}
-	hs := &http.Server{Handler: srv.handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	defer hs.Close()
-
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = cfg.concurrency
-	defer transport.CloseIdleConnections()
-	var c counters
-	// The document/v1 client: DocV1 around Throttle, as two retrying
-	// Transports over one that counts what goes on the wire. Each attempt
-	// has 30 s to get its response header.
-	counting := countingTransport{base: transport, c: &c}
-	inner := retries.NewTransport(counting, cfg.inner, retries.WithAttemptTimeout(30*time.Second))
-	client := &http.Client{Transport: retries.NewTransport(inner, cfg.outer)}
-	base := "http://" + ln.Addr().String() + demoPath
-
-	res := demoResult{docs: cfg.docs}
-	var (
-		mu     sync.Mutex // guards res.givenUp and res.lastErr
-		next   = make(chan int)
-		wg     sync.WaitGroup
-		start  = time.Now()
-		doneCh = make(chan struct{})
-	)
-	feedOne := func(i int) {
-		id := strconv.Itoa(i)
-		body := docBody(id)
-		c.started.Add(1)
-		// bytes.NewReader lets http.NewRequest set GetBody, so each attempt
-		// sends the whole body again.
-		var resp *http.Response
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+id, bytes.NewReader(body))
-		if err == nil {
-			req.Header.Set("Content-Type", "application/json")
-			resp, err = client.Do(req)
-		}
-		if resp != nil {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-			_ = resp.Body.Close()
-		}
-		if err == nil && resp != nil && resp.StatusCode == http.StatusOK {
-			c.done.Add(1)
-			return
-		}
-		if err == nil {
-			err = fmt.Errorf("document %s: last response %s", id, resp.Status)
-		}
-		mu.Lock()
-		res.givenUp = append(res.givenUp, id)
-		res.lastErr = err
-		mu.Unlock()
-	}
-	for range cfg.concurrency {
-		wg.Go(func() {
-			for i := range next {
-				feedOne(i)
-			}
-		})
-	}
-	var pwg sync.WaitGroup
-	if cfg.progress > 0 {
-		pwg.Go(func() { reportProgress(out, cfg, &c, start, doneCh) })
-	}
-feed:
-	for i := range cfg.docs {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(next)
-	wg.Wait()
-	res.elapsed = time.Since(start)
-	close(doneCh)
-	pwg.Wait()
-
-	res.requests, res.got429, res.got503 = c.requests.Load(), c.got429.Load(), c.got503.Load()
-	res.connErrors, res.retries, res.done = c.connErrors.Load(), c.retries(), c.done.Load()
-	res.serverReqs, res.throttled, res.unavailable = srv.requests.Load(), srv.throttled.Load(), srv.unavailable.Load()
-	res.resets, res.duplicates, res.rejected = srv.resets.Load(), srv.duplicates.Load(), srv.rejected.Load()
-	acked := srv.ackedIDs()
-	res.acked = len(acked)
-	given := make(map[string]bool, len(res.givenUp))
-	for _, id := range res.givenUp {
-		given[id] = true
-	}
-	for i := range cfg.docs {
-		id := strconv.Itoa(i)
-		if given[id] || acked[id] == 0 {
-			res.lost = append(res.lost, id)
-		}
-	}
-	return res, nil
 }
 
 // counters are the client's live counts.
@@ -383,6 +271,13 @@ func writeDemoSummary(out io.Writer, cfg demoConfig, r demoResult) {
 	row("elapsed", "%.2f s", r.elapsed.Seconds())
 	goodput := float64(r.acked) / r.elapsed.Seconds()
 	row("goodput", "%.0f documents/s, %.0f%% of the %s requests/s the server admits", goodput, 100*goodput/cfg.rate, trimFloat(cfg.rate))
+	if r.limiter != nil {
+		st := r.limiter.Stats()
+		row("limiter", "%v: %d successes, %d throttles, %d failures", r.limiter, st.Successes, st.Throttles, st.Failures)
+	}
+	if r.budget != nil {
+		row("retry budget", "%v", r.budget)
+	}
 	if r.rejected > 0 {
 		row("rejected bodies", "%d (400: the body was not the document)", r.rejected)
 	}

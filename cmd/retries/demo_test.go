@@ -184,7 +184,8 @@ func TestDemoCommand(t *testing.T) {
 		t.Fatalf("run(demo) = %d, stderr %q\n%s", code, stderr, out)
 	}
 	for _, want := range []string{
-		"Feeding 40 documents through DocV1 around Throttle with 4 workers",
+		"Feeding 40 documents through the engine of retries feed (DocV1 around Throttle,\nthe limiter at most 4 in flight)",
+		"limiter              Limiter(limit=",
 		"acknowledged         40 of 40 documents (the server's own count)",
 		"lost                 0\n",
 		"duplicates           0 ",

@@ -9,6 +9,12 @@
 //	retries [policies]
 //	retries schedule POLICY|all [-attempts N] [-samples K] [-svg FILE]
 //	retries demo [-docs N] [-rate R] [-concurrency C] [-fault-rate F] [-reset-rate F]
+//	retries feed -url URL [-concurrency N] [-connections N] [-http2] [-timeout D] [-header 'Name: value'] [-q] FILE|-
+//
+// Feed sends Vespa documents (JSON lines or a JSON array of put, update and
+// remove operations) to a document/v1 endpoint through DocV1 around
+// Throttle, with an adaptive limiter and a retry budget; it reports every
+// operation that failed and prints a summary with the keys of vespa feed.
 //
 // It uses only the standard library and package retries.
 package main
@@ -38,6 +44,12 @@ const usage = `usage:
       feed N JSON documents through DocV1 around Throttle into a loopback
       server that admits R requests/s, answers 503 to a fraction F and
       resets a fraction of connections; exits 1 if a document is lost
+  retries feed -url URL [-concurrency N] [-connections N] [-http2]
+               [-timeout D] [-header 'Name: value'] [-q] FILE|-
+      feed Vespa documents (JSON lines or one JSON array of put, update
+      and remove operations) to a document/v1 endpoint; reports each
+      failed operation on stderr, a JSON summary on stdout; exits 1 if
+      any operation failed
 
 policies: query, docv1, throttle, syncrequest, visit, controlplane,
 urlvalidation (any case), or all for schedule
@@ -76,6 +88,8 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		err = runSchedule(rest, stdout)
 	case "demo":
 		err = runDemo(ctx, rest, stdout)
+	case "feed":
+		err = runFeed(ctx, rest, os.Stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -86,6 +100,8 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.Is(err, errSilent): // reported already
+		return exitFail
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprint(stdout, usage)
 		return exitOK

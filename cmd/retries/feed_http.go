@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed32e55400/retries"
+)
+
+// wireStats are the counts of what went on the wire, kept by a
+// wireCounter below the retrying Transports, so that every attempt counts.
+type wireStats struct {
+	requests, requestBytes   atomic.Int64
+	exceptions               atomic.Int64 // requests that got no response
+	responses, responseBytes atomic.Int64
+	responseErrors           atomic.Int64 // responses with a status other than 2xx
+	inFlight                 atomic.Int64
+	retries                  atomic.Int64 // requests beyond the first of each operation
+	throttled                atomic.Int64 // 429 responses
+
+	mu                 sync.Mutex
+	codes              map[int]int64
+	latencyMin, latMax time.Duration
+	latencySum         time.Duration
+}
+
+func (s *wireStats) response(code int, latency time.Duration) {
+	s.responses.Add(1)
+	if code/100 != 2 {
+		s.responseErrors.Add(1)
+	}
+	if code == http.StatusTooManyRequests {
+		s.throttled.Add(1)
+	}
+	s.mu.Lock()
+	if s.codes == nil {
+		s.codes = map[int]int64{}
+	}
+	s.codes[code]++
+	if s.latencyMin == 0 || latency < s.latencyMin {
+		s.latencyMin = latency
+	}
+	s.latMax = max(s.latMax, latency)
+	s.latencySum += latency
+	s.mu.Unlock()
+}
+
+// latency returns the minimum, average and maximum time to a response
+// header, and the counts by status code.
+func (s *wireStats) latency() (lo, avg, hi time.Duration, codes map[int]int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := s.responses.Load(); n > 0 {
+		avg = s.latencySum / time.Duration(n)
+	}
+	return s.latencyMin, avg, s.latMax, maps.Clone(s.codes)
+}
+
+// attemptsKey is the context key of an operation's attempt counter.
+type attemptsKey struct{}
+
+// withAttempts returns ctx carrying a counter of the requests sent for one
+// operation.
+func withAttempts(ctx context.Context) context.Context {
+	return context.WithValue(ctx, attemptsKey{}, new(atomic.Int32))
+}
+
+// wireCounter counts the requests that go on the wire and what comes back.
+// It is the base RoundTripper of the retrying Transports.
+type wireCounter struct {
+	base http.RoundTripper
+	s    *wireStats
+}
+
+func (t wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.s.requests.Add(1)
+	if n, ok := req.Context().Value(attemptsKey{}).(*atomic.Int32); ok && n.Add(1) > 1 {
+		t.s.retries.Add(1)
+	}
+	if req.ContentLength > 0 {
+		t.s.requestBytes.Add(req.ContentLength)
+	}
+	t.s.inFlight.Add(1)
+	defer t.s.inFlight.Add(-1)
+	start := time.Now()
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		t.s.exceptions.Add(1)
+		return nil, err
+	}
+	t.s.response(resp.StatusCode, time.Since(start))
+	resp.Body = &countingBody{ReadCloser: resp.Body, n: &t.s.responseBytes}
+	return resp, nil
+}
+
+// countingBody adds the bytes read from a response body to n.
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+// Which outcomes the outer (DocV1) layer retries, by operation. The inner
+// (Throttle) layer retries a 429 for every operation: the server refused
+// it without applying it.
+var (
+	// retrySafe is for an operation that may be applied twice (a put, a
+	// remove, an update without a condition or arithmetic): DocV1's own
+	// rule, any error (a reset connection, a timed-out attempt) or a 503,
+	// and also a 502 or 504, which a proxy answers when it lost the
+	// connection to Vespa or gave up waiting, whether or not Vespa applied
+	// the operation. pyvespa's DocV1 alone returns such a 502 as the outcome,
+	// so the document is lost.
+	retrySafe = retries.RetryAny(retries.DocV1.Retry(), retries.RetryIfStatus(http.StatusBadGateway, http.StatusGatewayTimeout))
+
+	// retryUnsafe is for a conditional or arithmetic update, which must
+	// not be applied twice: only outcomes that say the operation was not
+	// applied, a 503 (Vespa refused it) or a connection that could not be
+	// made. A reset, a timeout or a proxy's 502 or 504 leaves the outcome
+	// unknown, so the operation fails and is reported instead.
+	retryUnsafe = retries.RetryAny(retries.RetryIfStatus(http.StatusServiceUnavailable), retries.RetryIfError(isDialError))
+)
+
+// isDialError reports whether err is a failure to connect, before anything
+// was sent.
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
