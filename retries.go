@@ -402,6 +402,10 @@ func loop[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, er
 				sig = SignalFailure
 			case err != nil:
 				sig = SignalIgnore
+			case isServerError(boxed):
+				// A 5xx this layer does not retry (a proxy's 502 below a
+				// layer that does) still says the server is struggling.
+				sig = SignalFailure
 			}
 			p.release(&permit, sig)
 		}
@@ -474,6 +478,12 @@ func loop[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, er
 			return v, ctxEnded(ctx, p.settle(&st, start), nil)
 		}
 	}
+}
+
+// isServerError reports whether v carries a 5xx HTTP status.
+func isServerError(v any) bool {
+	code, ok := statusOf(v, nil)
+	return ok && code >= 500 && code <= 599
 }
 
 // box returns v as the value predicates see: nil in Do, which has none.
