@@ -202,3 +202,29 @@ func TestElapsedIndependentOfOptions(t *testing.T) {
 		}
 	})
 }
+
+// TestLimiterSignals checks what Do tells a limiter about each outcome.
+func TestLimiterSignals(t *testing.T) {
+	t.Parallel()
+	l := retries.NewLimiter(retries.LimiterConfig{})
+	// Throttle retries only 429s, as the inner layer of a feed does.
+	p := retries.Throttle.Copy(retries.WithLimiter(l))
+	for _, code := range []int{200, 404, 502, 429} {
+		calls := 0
+		_, _ = retries.DoValue(t.Context(), p, func(context.Context) (*http.Response, error) {
+			calls++
+			if code == 429 && calls > 1 {
+				code = 200 // the retry succeeds
+			}
+			r, _ := response(code, "")
+			return r, nil
+		})
+	}
+	_ = p.Do(t.Context(), func(context.Context) error { return errBoom }) // not retried, not a status
+	// 200, 404 and the retried 429's 200 are successes; the 502 that this
+	// layer does not retry is a failure; the 429 is backpressure; boom
+	// teaches nothing.
+	if s := l.Stats(); s.Successes != 3 || s.Failures != 1 || s.Throttles != 1 || s.InFlight != 0 {
+		t.Errorf("Stats() = %+v, want 3 successes, 1 failure, 1 throttle, nothing in flight", s)
+	}
+}
