@@ -1,6 +1,7 @@
 package retries_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/seed32e55400/retries"
 )
@@ -85,4 +88,27 @@ func TestStatusErrorMessage(t *testing.T) {
 			t.Errorf("Error() = %q, want %q", got, tc.want)
 		}
 	}
+}
+
+// TestCheckStatusStalledBody checks that CheckStatus gives up on a body that
+// stalls after 100 ms, keeps what it read and closes the body.
+func TestCheckStatusStalledBody(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		body := tpNewStalledBody(ctx, "partial")
+		req, _ := http.NewRequest(http.MethodGet, "http://example.test/", nil)
+		start := time.Now()
+		err := retries.CheckStatus(tpResponse(req, http.StatusServiceUnavailable, body))
+		if got := time.Since(start); got != 100*time.Millisecond {
+			t.Errorf("CheckStatus() returned after %v, want 100ms", got)
+		}
+		var se *retries.StatusError
+		if !errors.As(err, &se) || se.StatusCode != 503 || string(se.Body) != "partial" {
+			t.Errorf("CheckStatus() = %#v, want a 503 StatusError with Body partial", err)
+		}
+		if !body.isClosed() {
+			t.Error("CheckStatus left the stalled body open")
+		}
+	})
 }

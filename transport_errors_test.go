@@ -38,10 +38,12 @@ func TestTransportErrorsLeakNothing(t *testing.T) {
 		cancel  bool // the context is canceled before the call
 		timeout time.Duration
 		layers  bool // the policy around a Throttle Transport
+
+		attemptErrs bool // attempts fail with errors, which hooks see
 	}{
-		{name: "connection refused, last error", addr: refused, policy: retries.DocV1},
-		{name: "connection refused, RetryError", addr: refused, policy: retries.Query},
-		{name: "connection refused, two layers", addr: refused, policy: retries.DocV1, layers: true},
+		{name: "connection refused, last error", addr: refused, policy: retries.DocV1, attemptErrs: true},
+		{name: "connection refused, RetryError", addr: refused, policy: retries.Query, attemptErrs: true},
+		{name: "connection refused, two layers", addr: refused, policy: retries.DocV1, layers: true, attemptErrs: true},
 		{name: "giving up on 503, two layers", addr: func(t *testing.T) string {
 			return tpServe(t, tpStatuses(503)).Listener.Addr().String()
 		}, policy: retries.Query.Copy(retries.WithRetry(retries.RetryIfStatus(503))), layers: true},
@@ -61,10 +63,11 @@ func TestTransportErrorsLeakNothing(t *testing.T) {
 				case <-release:
 				}
 			}).Listener.Addr().String()
-		}, policy: retries.DocV1.Copy(retries.WithStop(retries.StopAfterAttempt(2))), timeout: 10 * time.Millisecond},
+		}, policy: retries.DocV1.Copy(retries.WithStop(retries.StopAfterAttempt(2))), timeout: 10 * time.Millisecond, attemptErrs: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rawURL := "http://admin:" + password + "@" + tc.addr(t) + "/document/v1/ns/doc/docid/1"
+			const path = "/document/v1/ns/doc/docid/1"
+			rawURL := "http://admin:" + password + "@" + tc.addr(t) + path
 			wantURL := strings.Replace(rawURL, password, "xxxxx", 1)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -88,7 +91,13 @@ func TestTransportErrorsLeakNothing(t *testing.T) {
 			if tc.layers {
 				base = retries.NewTransport(base, retries.Throttle.Copy(tpNoWait))
 			}
-			rt := retries.NewTransport(base, tc.policy.Copy(tpNoWait), opts...)
+			var attemptErrs []error
+			p := tc.policy.Copy(tpNoWait, retries.WithAfter(func(s retries.State) {
+				if s.Err != nil {
+					attemptErrs = append(attemptErrs, s.Err)
+				}
+			}))
+			rt := retries.NewTransport(base, p, opts...)
 
 			resp, err := rt.RoundTrip(req)
 			if err == nil {
@@ -102,19 +111,28 @@ func TestTransportErrorsLeakNothing(t *testing.T) {
 					t.Errorf("error %q contains %q", msg, secret)
 				}
 			}
-			if !strings.HasPrefix(msg, "retries: POST "+wantURL+": ") {
-				t.Errorf("error %q does not start with %q", msg, "retries: POST "+wantURL+": ")
+			// http.Client names the request; RoundTrip does not, as
+			// http.Transport does not.
+			if strings.Contains(msg, path) || strings.Contains(msg, "retries: retries:") {
+				t.Errorf("RoundTrip() error %q names the request", msg)
 			}
-			if strings.Count(msg, wantURL) != 1 || strings.Contains(msg, "retries: retries:") {
-				t.Errorf("error %q names the request more than once", msg)
+			// The predicate and the hooks see each attempt's error as a
+			// *TransportError that names it and matches *url.Error.
+			if tc.attemptErrs && len(attemptErrs) == 0 {
+				t.Error("no attempt failed with an error")
 			}
-			var te *retries.TransportError
-			if !errors.As(err, &te) || te.Method != http.MethodPost || te.URL != wantURL {
-				t.Errorf("RoundTrip() error = %#v, want a *TransportError for POST %s", err, wantURL)
-			}
-			var ue *url.Error
-			if !errors.As(err, &ue) || ue.Op != "Post" || ue.URL != wantURL {
-				t.Errorf("errors.As(%v, *url.Error) = %#v, want Op Post and URL %s", err, ue, wantURL)
+			for _, err := range attemptErrs {
+				var te *retries.TransportError
+				if !errors.As(err, &te) || te.Method != http.MethodPost || te.URL != wantURL {
+					t.Errorf("attempt error = %#v, want a *TransportError for POST %s", err, wantURL)
+				}
+				var ue *url.Error
+				if !errors.As(err, &ue) || ue.Op != "Post" || ue.URL != wantURL {
+					t.Errorf("errors.As(%v, *url.Error) = %#v, want Op Post and URL %s", err, ue, wantURL)
+				}
+				if !strings.HasPrefix(err.Error(), "retries: POST "+wantURL+": ") {
+					t.Errorf("attempt error %q does not start with %q", err, "retries: POST "+wantURL+": ")
+				}
 			}
 			// Through an http.Client, the client's own wrapping leaks nothing either.
 			req2, _ := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, strings.NewReader(body))
@@ -129,6 +147,9 @@ func TestTransportErrorsLeakNothing(t *testing.T) {
 				if err != nil && strings.Contains(err.Error(), secret) {
 					t.Errorf("client error %q contains %q", err, secret)
 				}
+			}
+			if err != nil && (strings.Count(err.Error(), path) != 1 || strings.Contains(err.Error(), "retries: retries:")) {
+				t.Errorf("client error %q does not name the request exactly once", err)
 			}
 		})
 	}
