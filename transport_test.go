@@ -571,3 +571,44 @@ func (b *tpStalledBody) isClosed() bool {
 		return false
 	}
 }
+
+// TestZeroTransport uses a Transport declared without NewTransport, as an
+// http.Transport can be: it sends each request once through
+// http.DefaultTransport.
+func TestZeroTransport(t *testing.T) {
+	srv := tpServe(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		if r.URL.Path == "/busy" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		fmt.Fprint(w, "ok")
+	})
+	var rt retries.Transport
+	defer rt.CloseIdleConnections()
+	client := &http.Client{Transport: &rt}
+
+	resp, err := client.Get(srv.URL + "/doc")
+	if err != nil {
+		t.Fatalf("Get() error = %v, want nil", err)
+	}
+	if got := tpRead(t, resp); resp.StatusCode != http.StatusOK || got != "ok" {
+		t.Errorf("Get() = %s %q, want 200 OK and ok", resp.Status, got)
+	}
+	resp, err = client.Get(srv.URL + "/busy")
+	if err != nil {
+		t.Fatalf("Get() error = %v, want nil", err)
+	}
+	tpRead(t, resp)
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("status = %d, want 503", resp.StatusCode)
+	}
+	if got := srv.requests.Load(); got != 2 {
+		t.Errorf("server saw %d requests, want 2", got)
+	}
+
+	srv.Close()
+	_, err = client.Get(srv.URL + "/doc")
+	var re *retries.RetryError
+	if !errors.As(err, &re) || re.Attempts != 1 || !retries.IsConnectionError(err) {
+		t.Errorf("Get() from a closed server error = %v, want a connection error after 1 attempt", err)
+	}
+}
