@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/seed32e55400/retries"
@@ -83,7 +84,22 @@ func TestTransportCancelDuringWait(t *testing.T) {
 	tpSettleGoroutines(t, base)
 }
 
+// tpStallFirst answers the first attempt only when its context ends, with
+// the context's cause (as net/http does), and later attempts with "ok".
+func tpStallFirst(n int, req *http.Request) (*http.Response, error) {
+	if n == 1 {
+		<-req.Context().Done()
+		return nil, context.Cause(req.Context())
+	}
+	return tpResponse(req, http.StatusOK, io.NopCloser(strings.NewReader("ok"))), nil
+}
+
+// The network is not the point of these tests, which run under synctest
+// with a fake RoundTripper; TestTransportErrorsLeakNothing,
+// TestTransportDiscardsStalledBodyOverNetwork and ExampleWithAttemptTimeout
+// run attempt timeouts against real servers.
 func TestTransportAttemptTimeout(t *testing.T) {
+	const limit = 250 * time.Millisecond
 	syncWithTimeouts := retries.SyncRequest.Copy(retries.WithRetry(retries.RetryAny(
 		retries.SyncRequest.Retry(), retries.RetryIfErrorIs(retries.ErrAttemptTimeout))))
 	for _, tc := range []struct {
@@ -96,169 +112,158 @@ func TestTransportAttemptTimeout(t *testing.T) {
 		{"SyncRequest alone does not", retries.SyncRequest, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			release := make(chan struct{})
-			srv := tpServe(t, func(w http.ResponseWriter, r *http.Request, n int) {
-				if n == 1 {
-					select { // stall until the client gives up on this attempt
-					case <-r.Context().Done():
-					case <-release:
+			synctest.Test(t, func(t *testing.T) {
+				var attemptErrs []error
+				p := tc.policy.Copy(tpNoWait, retries.WithAfter(func(s retries.State) { attemptErrs = append(attemptErrs, s.Err) }))
+				fake := tpNewFake(tpStallFirst)
+				rt := retries.NewTransport(fake, p, retries.WithAttemptTimeout(limit))
+
+				resp, err := rt.RoundTrip(tpPost(t, context.Background(), "http://example.test/doc", "doc"))
+				if !tc.retried {
+					if resp != nil || !errors.Is(err, retries.ErrAttemptTimeout) {
+						t.Fatalf("RoundTrip() = %v, %v, want an error matching ErrAttemptTimeout", resp, err)
+					}
+					if len(fake.calls) != 1 {
+						t.Errorf("%d attempts, want 1", len(fake.calls))
 					}
 					return
 				}
-				fmt.Fprint(w, "ok")
+				if err != nil {
+					t.Fatalf("RoundTrip() error = %v, want nil", err)
+				}
+				if got := tpRead(t, resp); got != "ok" {
+					t.Errorf("body = %q, want ok", got)
+				}
+				if want := []time.Duration{0, limit}; fmt.Sprint(fake.calls) != fmt.Sprint(want) {
+					t.Errorf("attempts at %v, want %v", fake.calls, want)
+				}
+				if len(attemptErrs) != 1 {
+					t.Fatalf("%d retried attempts, want 1", len(attemptErrs))
+				}
+				err = attemptErrs[0]
+				if !errors.Is(err, retries.ErrAttemptTimeout) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("attempt error = %v, want ErrAttemptTimeout and no context error", err)
+				}
+				var timeout interface{ Timeout() bool }
+				if !errors.As(err, &timeout) || !timeout.Timeout() {
+					t.Errorf("attempt error %v does not report Timeout() = true", err)
+				}
 			})
-			defer close(release)
-			var attemptErrs []error
-			p := tc.policy.Copy(tpNoWait, retries.WithAfter(func(s retries.State) { attemptErrs = append(attemptErrs, s.Err) }))
-			tracker := tpNewTracker(t)
-			rt := retries.NewTransport(tracker, p, retries.WithAttemptTimeout(250*time.Millisecond))
-
-			resp, err := rt.RoundTrip(tpPost(t, context.Background(), srv.URL, "doc"))
-			if !tc.retried {
-				if resp != nil || !errors.Is(err, retries.ErrAttemptTimeout) {
-					t.Fatalf("RoundTrip() = %v, %v, want an error matching ErrAttemptTimeout", resp, err)
-				}
-				if got := srv.requests.Load(); got != 1 {
-					t.Errorf("server saw %d requests, want 1", got)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("RoundTrip() error = %v, want nil", err)
-			}
-			if got := tpRead(t, resp); got != "ok" {
-				t.Errorf("body = %q, want ok", got)
-			}
-			if got := srv.requests.Load(); got != 2 {
-				t.Errorf("server saw %d requests, want 2", got)
-			}
-			if len(attemptErrs) != 1 {
-				t.Fatalf("%d retried attempts, want 1", len(attemptErrs))
-			}
-			err = attemptErrs[0]
-			if !errors.Is(err, retries.ErrAttemptTimeout) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("attempt error = %v, want ErrAttemptTimeout and no context error", err)
-			}
-			var timeout interface{ Timeout() bool }
-			if !errors.As(err, &timeout) || !timeout.Timeout() {
-				t.Errorf("attempt error %v does not report Timeout() = true", err)
-			}
-			if open := tracker.open.Load(); open != 0 {
-				t.Errorf("%d response bodies left open, want 0", open)
-			}
 		})
 	}
 
 	t.Run("a base that reports only the context's error", func(t *testing.T) {
-		release := make(chan struct{})
-		srv := tpServe(t, func(w http.ResponseWriter, r *http.Request, n int) {
-			if n == 1 {
-				select {
-				case <-r.Context().Done():
-				case <-release:
+		synctest.Test(t, func(t *testing.T) {
+			// Some RoundTrippers report a canceled request with ctx.Err(),
+			// not its cause: the timeout must still be told from a
+			// cancellation.
+			fake := tpNewFake(func(n int, req *http.Request) (*http.Response, error) {
+				resp, err := tpStallFirst(n, req)
+				if err != nil {
+					err = req.Context().Err()
 				}
-				return
+				return resp, err
+			})
+			var attemptErrs []error
+			p := retries.DocV1.Copy(tpNoWait, retries.WithAfter(func(s retries.State) { attemptErrs = append(attemptErrs, s.Err) }))
+			resp, err := retries.NewTransport(fake, p, retries.WithAttemptTimeout(limit)).
+				RoundTrip(tpPost(t, context.Background(), "http://example.test/doc", "doc"))
+			if err != nil {
+				t.Fatalf("RoundTrip() error = %v, want nil", err)
 			}
-			fmt.Fprint(w, "ok")
-		})
-		defer close(release)
-		tracker := tpNewTracker(t)
-		// Some RoundTrippers report a canceled request with ctx.Err(), not
-		// its cause: the timeout must still be told from a cancellation.
-		base := tpRoundTripFunc(func(req *http.Request) (*http.Response, error) {
-			resp, err := tracker.RoundTrip(req)
-			if err != nil && req.Context().Err() != nil {
-				err = req.Context().Err()
+			tpRead(t, resp)
+			if len(attemptErrs) != 1 || !errors.Is(attemptErrs[0], retries.ErrAttemptTimeout) || errors.Is(attemptErrs[0], context.Canceled) {
+				t.Errorf("attempt errors = %v, want one matching ErrAttemptTimeout and not context.Canceled", attemptErrs)
 			}
-			return resp, err
 		})
-		var attemptErrs []error
-		p := retries.DocV1.Copy(tpNoWait, retries.WithAfter(func(s retries.State) { attemptErrs = append(attemptErrs, s.Err) }))
-		resp, err := retries.NewTransport(base, p, retries.WithAttemptTimeout(250*time.Millisecond)).
-			RoundTrip(tpPost(t, context.Background(), srv.URL, "doc"))
-		if err != nil {
-			t.Fatalf("RoundTrip() error = %v, want nil", err)
-		}
-		tpRead(t, resp)
-		if len(attemptErrs) != 1 || !errors.Is(attemptErrs[0], retries.ErrAttemptTimeout) || errors.Is(attemptErrs[0], context.Canceled) {
-			t.Errorf("attempt errors = %v, want one matching ErrAttemptTimeout and not context.Canceled", attemptErrs)
-		}
 	})
 
 	t.Run("the caller's deadline is not retried", func(t *testing.T) {
-		release := make(chan struct{})
-		srv := tpServe(t, func(w http.ResponseWriter, r *http.Request, _ int) {
-			select {
-			case <-r.Context().Done():
-			case <-release:
+		synctest.Test(t, func(t *testing.T) {
+			fake := tpNewFake(tpStallFirst)
+			rt := retries.NewTransport(fake, retries.DocV1.Copy(tpNoWait), retries.WithAttemptTimeout(time.Minute))
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+
+			start := time.Now()
+			resp, err := rt.RoundTrip(tpPost(t, ctx, "http://example.test/doc", "doc"))
+			if resp != nil {
+				t.Errorf("RoundTrip() returned a response with error %v", err)
+			}
+			if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, retries.ErrAttemptTimeout) {
+				t.Errorf("RoundTrip() error = %v, want context.DeadlineExceeded, not ErrAttemptTimeout", err)
+			}
+			if len(fake.calls) != 1 || time.Since(start) != 50*time.Millisecond {
+				t.Errorf("%d attempts over %v, want 1 over 50ms", len(fake.calls), time.Since(start))
 			}
 		})
-		defer close(release)
-		rt := retries.NewTransport(tpNewTracker(t), retries.DocV1.Copy(tpNoWait), retries.WithAttemptTimeout(time.Minute))
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		defer cancel()
-
-		resp, err := rt.RoundTrip(tpPost(t, ctx, srv.URL, "doc"))
-		if resp != nil {
-			t.Errorf("RoundTrip() returned a response with error %v", err)
-		}
-		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, retries.ErrAttemptTimeout) {
-			t.Errorf("RoundTrip() error = %v, want context.DeadlineExceeded, not ErrAttemptTimeout", err)
-		}
-		if got := srv.requests.Load(); got != 1 {
-			t.Errorf("server saw %d requests, want 1", got)
-		}
 	})
 
 	t.Run("the body outlives the limit", func(t *testing.T) {
-		const limit = 100 * time.Millisecond
-		srv := tpServe(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
-			fmt.Fprint(w, "header arrives in time, ")
-			w.(http.Flusher).Flush()
-			time.Sleep(3 * limit) // the rest of the body comes after the limit
-			fmt.Fprint(w, "body after it")
+		synctest.Test(t, func(t *testing.T) {
+			const limit = 100 * time.Millisecond
+			fake := tpNewFake(func(_ int, req *http.Request) (*http.Response, error) {
+				// The header arrives in time, and the rest of the body
+				// after the limit, read under the attempt's context.
+				late := tpReaderFunc(func(p []byte) (int, error) {
+					time.Sleep(3 * limit)
+					if err := req.Context().Err(); err != nil {
+						return 0, err
+					}
+					return copy(p, "body after it"), io.EOF
+				})
+				body := io.MultiReader(strings.NewReader("header arrives in time, "), late)
+				return tpResponse(req, http.StatusOK, io.NopCloser(body)), nil
+			})
+			rt := retries.NewTransport(fake, retries.DocV1.Copy(tpNoWait), retries.WithAttemptTimeout(limit))
+			resp, err := rt.RoundTrip(tpPost(t, context.Background(), "http://example.test/doc", "doc"))
+			if err != nil {
+				t.Fatalf("RoundTrip() error = %v, want nil", err)
+			}
+			attemptCtx := resp.Request.Context()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatalf("reading the body after the limit: %v", err)
+			}
+			if got, want := string(body), "header arrives in time, body after it"; got != want {
+				t.Errorf("body = %q, want %q", got, want)
+			}
+			resp.Body.Close()
+			if attemptCtx.Err() == nil {
+				t.Error("the attempt's context is still live after the body was read and closed")
+			}
 		})
-		rt := retries.NewTransport(tpNewTracker(t), retries.DocV1.Copy(tpNoWait), retries.WithAttemptTimeout(limit))
-		resp, err := rt.RoundTrip(tpPost(t, context.Background(), srv.URL, "doc"))
-		if err != nil {
-			t.Fatalf("RoundTrip() error = %v, want nil", err)
-		}
-		attemptCtx := resp.Request.Context()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatalf("reading the body after the limit: %v", err)
-		}
-		if got, want := string(body), "header arrives in time, body after it"; got != want {
-			t.Errorf("body = %q, want %q", got, want)
-		}
-		resp.Body.Close()
-		if attemptCtx.Err() == nil {
-			t.Error("the attempt's context is still live after the body was read and closed")
-		}
 	})
 
 	t.Run("closing an unread body ends the attempt", func(t *testing.T) {
-		srv := tpServe(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
-			fmt.Fprint(w, strings.Repeat("x", 1000))
+		synctest.Test(t, func(t *testing.T) {
+			fake := tpNewFake(func(_ int, req *http.Request) (*http.Response, error) {
+				return tpResponse(req, http.StatusOK, io.NopCloser(strings.NewReader(strings.Repeat("x", 1000)))), nil
+			})
+			rt := retries.NewTransport(fake, retries.DocV1.Copy(tpNoWait), retries.WithAttemptTimeout(time.Minute))
+			resp, err := rt.RoundTrip(tpPost(t, context.Background(), "http://example.test/doc", "doc"))
+			if err != nil {
+				t.Fatalf("RoundTrip() error = %v, want nil", err)
+			}
+			attemptCtx := resp.Request.Context()
+			if _, err := resp.Body.Read(make([]byte, 10)); err != nil {
+				t.Fatal(err)
+			}
+			if attemptCtx.Err() != nil {
+				t.Fatal("the attempt's context ended before the body was closed")
+			}
+			resp.Body.Close()
+			if attemptCtx.Err() == nil {
+				t.Error("the attempt's context is still live after the body was closed")
+			}
 		})
-		rt := retries.NewTransport(tpNewTracker(t), retries.DocV1.Copy(tpNoWait), retries.WithAttemptTimeout(time.Minute))
-		resp, err := rt.RoundTrip(tpPost(t, context.Background(), srv.URL, "doc"))
-		if err != nil {
-			t.Fatalf("RoundTrip() error = %v, want nil", err)
-		}
-		attemptCtx := resp.Request.Context()
-		if _, err := resp.Body.Read(make([]byte, 10)); err != nil {
-			t.Fatal(err)
-		}
-		if attemptCtx.Err() != nil {
-			t.Fatal("the attempt's context ended before the body was closed")
-		}
-		resp.Body.Close()
-		if attemptCtx.Err() == nil {
-			t.Error("the attempt's context is still live after the body was closed")
-		}
 	})
 }
+
+// tpReaderFunc is an io.Reader made of a function.
+type tpReaderFunc func([]byte) (int, error)
+
+func (f tpReaderFunc) Read(p []byte) (int, error) { return f(p) }
 
 func TestWithAttemptTimeoutPanicsOnNegative(t *testing.T) {
 	defer func() {
