@@ -248,12 +248,12 @@ func (e *attemptTimeout) Timeout() bool { return true }
 // alone or as RetryError.Err, so that through a client a policy that gives
 // up reads as
 //
-//	Post "http://host/doc": retries: giving up after 3 attempts: 503 Service Unavailable
+//	Post "http://host/doc": retries: giving up after 5 attempts: dial tcp 10.0.0.1:8080: connect: connection refused
 //
-// A timeout reports Timeout() == true through the client's *url.Error, as
-// with http.Transport: the end of the caller's deadline, an attempt that ran
-// out of the time [WithAttemptTimeout] gives it, and a [*RetryError] whose
-// context's deadline ended the call.
+// Timeouts report Timeout() == true through the client's *url.Error, as
+// those of http.Transport do: a call that the caller's deadline ended, and
+// the error of an attempt that ran out of the time [WithAttemptTimeout]
+// gives it, alone or in a [*RetryError].
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil || req.URL == nil {
 		if req != nil && req.Body != nil {

@@ -113,10 +113,6 @@ func (b *tpTrackedBody) Close() error {
 	return b.ReadCloser.Close()
 }
 
-type tpRoundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f tpRoundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
 // tpPost builds a POST whose body http.NewRequest can replay (GetBody set).
 func tpPost(t *testing.T, ctx context.Context, rawURL, body string) *http.Request {
 	t.Helper()
