@@ -125,3 +125,19 @@ func ctxEnded(ctx context.Context, st *State, deadline error) error {
 	}
 	return newRetryError(st, ctx.Err(), context.Cause(ctx))
 }
+
+// Timeout reports whether the call ended in a timeout: the context's
+// deadline ended it (its error or cause matches
+// [context.DeadlineExceeded]), or the policy gave up after an attempt whose
+// error reports a timeout with a Timeout() bool method, as a [net.Error]
+// does. A canceled context is not a timeout, whatever the last attempt's
+// error says. Through a [net/http.Client], whose [*net/url.Error] asks the
+// error it wraps, this makes a [Transport] that gives up on a deadline
+// report a timeout as [net/http.Transport] does.
+func (e *RetryError) Timeout() bool {
+	if e.Context != nil || e.ctxErr != nil {
+		return errors.Is(e.Context, context.DeadlineExceeded) || errors.Is(e.ctxErr, context.DeadlineExceeded)
+	}
+	var t interface{ Timeout() bool }
+	return e.Err != nil && errors.As(e.Err, &t) && t.Timeout()
+}

@@ -1,12 +1,15 @@
 package retries_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/seed32e55400/retries"
 )
@@ -46,4 +49,107 @@ func ExampleNewTransport() {
 	// 200 OK
 	// stored {"fields":{"title":"Hey Jude"}}
 	// requests: 3
+}
+
+// A server asks for two minutes with Retry-After. The policy waits what the
+// server asks, capped at max: a millisecond here, so that the example runs
+// at once.
+func ExampleWaitRetryAfter() {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) == 1 {
+			w.Header().Set("Retry-After", "120")
+			http.Error(w, "come back later", http.StatusTooManyRequests)
+			return
+		}
+		fmt.Fprint(w, "done")
+	}))
+	defer srv.Close()
+
+	p := retries.Throttle.Copy(
+		retries.WithWait(retries.WaitRetryAfter(retries.Throttle.Wait(), time.Millisecond)),
+		retries.WithBeforeSleep(func(_ context.Context, s retries.State) { fmt.Println("waiting", s.Wait) }),
+	)
+	client := &http.Client{Transport: retries.NewTransport(nil, p)}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.Status, string(body))
+	// Output:
+	// waiting 1ms
+	// 200 OK done
+}
+
+// Visit retries the *StatusError that CheckStatus makes of a 4xx or 5xx
+// response, as pyvespa's visit retries raise_for_status: here two 500s,
+// then the page.
+func ExampleCheckStatus() {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) <= 2 {
+			http.Error(w, "try again", http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprint(w, `{"documents":[]}`)
+	}))
+	defer srv.Close()
+
+	attempts := 0
+	page, err := retries.DoValue(context.Background(), retries.Visit, func(ctx context.Context) (string, error) {
+		attempts++
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/document/v1/", nil)
+		if err != nil {
+			return "", err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return "", err
+		}
+		if err := retries.CheckStatus(resp); err != nil {
+			return "", err // CheckStatus has closed the body
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	})
+	fmt.Println(attempts, page, err)
+	// Output: 3 {"documents":[]} <nil>
+}
+
+// The first attempt stalls until the Transport gives up on it after 50 ms;
+// DocV1 retries the timeout, and the second attempt is answered at once.
+func ExampleWithAttemptTimeout() {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // then net/http watches for a hang-up
+		if requests.Add(1) == 1 {
+			<-r.Context().Done() // stall until the client hangs up
+			return
+		}
+		fmt.Fprint(w, "stored")
+	}))
+	defer srv.Close()
+
+	p := retries.DocV1.Copy(
+		retries.WithWait(retries.WaitNone()),
+		retries.WithAfter(func(_ context.Context, s retries.State) {
+			fmt.Printf("attempt %d timed out: %v\n", s.Attempt, errors.Is(s.Err, retries.ErrAttemptTimeout))
+		}),
+	)
+	client := &http.Client{Transport: retries.NewTransport(nil, p, retries.WithAttemptTimeout(50*time.Millisecond))}
+	resp, err := client.Post(srv.URL, "application/json", strings.NewReader(`{"fields":{}}`))
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.Status, string(body))
+	// Output:
+	// attempt 1 timed out: true
+	// 200 OK stored
 }

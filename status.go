@@ -1,12 +1,14 @@
 package retries
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // StatusError reports an HTTP response with a 4xx or 5xx status, as returned
@@ -49,12 +51,21 @@ func (e *StatusError) Error() string {
 // that a huge body is dropped instead of read.
 const maxDrain = 4 << 10
 
+// maxDiscardWait bounds how long reading a body that is about to be closed
+// may take: a body that stalls is closed when it runs out, which unblocks a
+// pending read in net/http (over HTTP/1 and HTTP/2), and then it is dropped.
+// A small error body that has already arrived is read well within it, so
+// its connection stays reusable.
+const maxDiscardWait = 100 * time.Millisecond
+
 // CheckStatus returns a [*StatusError] when resp has a 4xx or 5xx status, and
 // nil otherwise (including for a nil resp). It is the analogue of
 // raise_for_status. On error it reads up to 4 KiB of the body into
 // StatusError.Body, drains up to 4 KiB more and closes the body, so the
-// connection can be reused and nothing leaks when the error is retried; the
-// caller must not read resp.Body after CheckStatus returns an error.
+// connection can be reused and nothing leaks when the error is retried; a
+// body that stalls is given 100 ms in all, and StatusError.Body keeps what
+// arrived by then. The caller must not read resp.Body after CheckStatus
+// returns an error.
 func CheckStatus(resp *http.Response) error {
 	if resp == nil || resp.StatusCode < 400 || resp.StatusCode > 599 {
 		return nil
@@ -73,19 +84,56 @@ func newStatusError(resp *http.Response) *StatusError {
 		}
 	}
 	if resp.Body != nil {
-		e.Body, _ = io.ReadAll(io.LimitReader(resp.Body, maxDrain))
-		discardBody(resp)
+		var buf bytes.Buffer
+		closeBody(resp.Body, &buf)
+		e.Body = buf.Bytes()
 	}
 	return e
 }
 
-// discardBody drains up to maxDrain bytes of resp's body and closes it.
+// discardBody drains up to maxDrain bytes of resp's body and closes it,
+// within maxDiscardWait; it is the default discard step of a Policy.
 func discardBody(resp *http.Response) {
 	if resp == nil || resp.Body == nil {
 		return
 	}
-	_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
-	_ = resp.Body.Close()
+	closeBody(resp.Body, nil)
+}
+
+// abortBody is a body that knows a surer way to end a pending read than
+// Close, and may ask for a shorter wait than maxDiscardWait: the body of a
+// Transport's attempt, whose abort cancels the attempt's context and then
+// closes the body, and whose attempt timeout bounds the wait.
+type abortBody interface {
+	io.ReadCloser
+	abort()
+	discardWait() time.Duration
+}
+
+// closeBody reads up to maxDrain bytes of body into keep (when keep is not
+// nil), drains up to maxDrain more and closes body. If that takes longer
+// than maxDiscardWait (or what the body asks for), body is closed, which
+// ends a pending read, and what has not arrived is dropped.
+func closeBody(body io.ReadCloser, keep *bytes.Buffer) {
+	wait, giveUp := maxDiscardWait, body.Close
+	if ab, ok := body.(abortBody); ok {
+		wait = min(wait, ab.discardWait())
+		giveUp = func() error { ab.abort(); return nil }
+	}
+	given := make(chan struct{})
+	timer := time.AfterFunc(wait, func() {
+		_ = giveUp() // closes body
+		close(given)
+	})
+	if keep != nil {
+		_, _ = keep.ReadFrom(io.LimitReader(body, maxDrain))
+	}
+	_, _ = io.CopyN(io.Discard, body, maxDrain)
+	if timer.Stop() {
+		_ = body.Close()
+		return
+	}
+	<-given // closed by the timer, maybe still closing: wait for it
 }
 
 // RetryIfStatus retries an outcome that carries one of codes as its HTTP

@@ -15,87 +15,31 @@ import (
 
 // Transport is an [http.RoundTripper] that sends every request under a
 // [Policy]: it makes one round trip through its base RoundTripper per
-// attempt and retries the outcomes that the policy's predicate retries.
-// Plug it into an [http.Client] once:
+// attempt and retries the outcomes that the policy retries. Plug it into an
+// [http.Client] once:
 //
 //	client := &http.Client{Transport: retries.NewTransport(nil, retries.DocV1)}
 //
-// The document/v1 setup of pyvespa, [DocV1] around [Throttle], is two
-// Transports, one around the other:
+// pyvespa's document/v1 client, [DocV1] around [Throttle], is two
+// Transports, one around the other. Every outer attempt runs the inner
+// Transport afresh, so a 429, which the inner layer absorbs, never spends
+// one of the outer layer's attempts:
 //
 //	inner := retries.NewTransport(nil, retries.Throttle)
 //	client := &http.Client{Transport: retries.NewTransport(inner, retries.DocV1)}
 //
-// Every outer attempt runs the inner Transport afresh, so the inner schedule
-// starts again at its first wait, and a 429, which the inner layer absorbs,
-// never spends one of the outer layer's attempts.
+// By default every request whose body can be replayed is retried, whatever
+// its method. [Transport.RoundTrip] says how attempts are made, how retried
+// responses are released and what comes back; [WithIdempotentOnly] and
+// [WithAttemptTimeout] are the options.
 //
-// # Attempts
-//
-// Each attempt sends a clone of the request ([http.Request.Clone]) with the
-// caller's context, or a child of it when [WithAttemptTimeout] is set, and
-// with a fresh body from [http.Request.GetBody]. The caller's request is
-// never modified; its Body is closed, as the RoundTripper contract requires.
-// [http.NewRequest] sets GetBody for a body that is a [*bytes.Buffer],
-// [*bytes.Reader] or [*strings.Reader].
-//
-// A request with a body and no GetBody cannot be replayed: it is sent once,
-// with its own Body, and never retried, since a body half read by a failed
-// attempt cannot be sent again. If the policy would not have retried the
-// outcome, that outcome comes back as the policy gives it, as if the policy
-// allowed one attempt. If it would have, RoundTrip returns an error that
-// matches [ErrBodyNotReplayable] and the attempt's error, or, for a response
-// the policy would have retried, a [*StatusError] made from that response
-// (its status, header and first 4 KiB of body); the response itself is
-// closed.
-//
-// Which requests are retried is a choice: by default every request whose
-// body can be replayed (it has GetBody, or no body at all), whatever its
-// method, as Vespa's document/v1 POSTs and PUTs must be.
-// [WithIdempotentOnly] restricts retries to the idempotent methods GET,
-// HEAD, OPTIONS, TRACE, PUT and DELETE, and to requests with an
-// Idempotency-Key or X-Idempotency-Key header (the rule net/http applies
-// to its own retries); other requests are then sent once, as if the policy
-// allowed one attempt.
-//
-// # Responses
-//
-// A response that the policy retries is drained (up to 4 KiB) and closed
-// before the next attempt by the policy's discard step (see [WithDiscard]),
-// so its connection goes back to the pool. The response RoundTrip returns is
-// untouched: its body is unread and open (with [WithAttemptTimeout], wrapped
-// so that closing it releases the attempt's context). When the policy gives
-// up:
-//   - with the last response and a nil error ([DocV1], [SyncRequest], whose
-//     exhaustion rule is [ReturnLastOutcome]), RoundTrip returns that
-//     response, readable, with a nil error;
-//   - with an error that holds the last response (the Value of a
-//     [*RetryError]: a policy that retries statuses and gives up with the
-//     default rule, or any policy whose context ends during a wait),
-//     RoundTrip closes that response and returns the error, since a
-//     RoundTripper returns a response or an error, never both. The response
-//     in RetryError.Value keeps its status and header, but its body is
-//     closed.
-//
-// The Transport does not read Retry-After on its own, and none of the
-// seven policies does: give the policy a [WaitRetryAfter] wait to honour
-// it.
-//
-// # Errors
-//
-// Every error RoundTrip returns for a request (that is, for all but a nil
-// Request or URL) is a [*TransportError] that names the method
-// and the URL with its password removed ([url.URL.Redacted]), and never
-// request headers or bodies. The error of each attempt reaches the policy's
-// predicate as a *TransportError too, which also matches [*url.Error] with
-// [errors.As], so [IsConnectionError] and other predicates classify it as
-// they classify the errors of [http.Client.Do]. A connection the server
-// closes before or while sending the response header is thus a connection
-// error, which [SyncRequest] retries.
+// The zero Transport is usable: it sends requests through
+// [http.DefaultTransport] under the zero Policy, so each request is sent
+// once.
 //
 // A Transport is safe for concurrent use by multiple goroutines.
 type Transport struct {
-	base           http.RoundTripper
+	base           http.RoundTripper // nil means http.DefaultTransport
 	policy         Policy
 	idempotentOnly bool
 	attemptTimeout time.Duration
@@ -107,9 +51,6 @@ type TransportOption func(*Transport)
 // NewTransport returns a Transport that sends requests through base under
 // p. A nil base means [http.DefaultTransport].
 func NewTransport(base http.RoundTripper, p Policy, opts ...TransportOption) *Transport {
-	if base == nil {
-		base = http.DefaultTransport
-	}
 	t := &Transport{base: base, policy: p}
 	for _, o := range opts {
 		if o != nil {
@@ -119,11 +60,15 @@ func NewTransport(base http.RoundTripper, p Policy, opts ...TransportOption) *Tr
 	return t
 }
 
-// WithIdempotentOnly makes a [Transport] retry only requests with an
-// idempotent method (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) or an
-// Idempotency-Key or X-Idempotency-Key header. Other requests, such as a
-// POST, are sent once, and their outcome comes back as the policy gives it
-// when it stops after one attempt.
+// WithIdempotentOnly makes a [Transport] retry only requests with a method
+// that RFC 9110 calls idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE)
+// and requests with an Idempotency-Key or X-Idempotency-Key header. Other
+// requests, such as a POST, are sent once, and their outcome comes back as
+// the policy gives it when it stops after one attempt.
+//
+// This is wider than the rule net/http follows when it replays a request
+// on a broken connection of its own, which leaves out PUT and DELETE: it
+// replays GET, HEAD, OPTIONS and TRACE, and requests with either header.
 func WithIdempotentOnly() TransportOption {
 	return func(t *Transport) { t.idempotentOnly = true }
 }
@@ -131,9 +76,10 @@ func WithIdempotentOnly() TransportOption {
 // WithAttemptTimeout gives each attempt of a [Transport] its own time limit
 // d, counted from the start of the attempt until the response header has
 // arrived. An attempt that runs out of time fails with an error that matches
-// [ErrAttemptTimeout], which policies that retry any error ([Query],
-// [DocV1], [ControlPlane], [URLValidation]) retry; [IsConnectionError] does
-// not count it, so add it to a policy that retries only connection errors:
+// [ErrAttemptTimeout] and reports Timeout() == true. Policies that retry any
+// error ([Query], [DocV1], [ControlPlane], [URLValidation]) retry it;
+// [IsConnectionError] does not count it, so add it to a policy that retries
+// only connection errors:
 //
 //	p := retries.SyncRequest.Copy(retries.WithRetry(retries.RetryAny(
 //		retries.SyncRequest.Retry(), retries.RetryIfErrorIs(retries.ErrAttemptTimeout))))
@@ -141,8 +87,10 @@ func WithIdempotentOnly() TransportOption {
 // The limit stops once the header has arrived: reading the body of the
 // response RoundTrip returns is bounded only by the caller's context, since a
 // response already handed to the caller can no longer be retried. The
-// attempt's context lives until that body is closed or read to the end. The
-// caller's own deadline ending is never retried. A d of 0 means no limit.
+// attempt's context lives until that body is closed or read to the end. A
+// retried response is released within d as well, when d is shorter than
+// the default discard step's 100 ms. The caller's own deadline ending is
+// never retried. A d of 0 means no limit.
 //
 // WithAttemptTimeout panics if d is negative.
 func WithAttemptTimeout(d time.Duration) TransportOption {
@@ -159,16 +107,20 @@ var ErrBodyNotReplayable = errors.New("retries: request body cannot be replayed 
 // that ran out of the time [WithAttemptTimeout] gives it.
 var ErrAttemptTimeout = errors.New("retries: attempt timed out")
 
-// TransportError is the error of a [Transport]: the error of one attempt, or
-// what the policy made of the last one. Its message names the method and
-// the redacted URL, as in
-// "retries: POST http://user:xxxxx@host/doc: giving up after 3 attempts: EOF",
-// and never request headers or bodies.
+// TransportError is the error of one attempt of a [Transport], as the
+// policy's predicate, its hooks and its exhaustion callback see it in
+// State.Err. Its message names the method and the redacted URL, as in
+// "retries: POST http://user:xxxxx@host/doc: connection refused", and never
+// request headers or bodies.
 //
 // With [errors.As], a *TransportError also matches a [*url.Error] with the
 // Op and URL that [http.Client] would set and the same Err, so that code
 // written for the errors of http.Client.Do, such as [IsConnectionError],
 // handles it unchanged.
+//
+// [Transport.RoundTrip] never returns a *TransportError: it returns its
+// Err, or a [*RetryError] that holds it, because http.Client names the
+// request in its own *url.Error.
 type TransportError struct {
 	// Method is the request's method, such as "POST".
 	Method string
@@ -191,6 +143,9 @@ func (e *TransportError) Error() string {
 // Unwrap returns Err.
 func (e *TransportError) Unwrap() error { return e.Err }
 
+// Timeout reports whether Err reports a timeout, as [url.Error.Timeout] does.
+func (e *TransportError) Timeout() bool { return isTimeout(e.Err) }
+
 // As lets errors.As treat e as a *url.Error, the error of an http.Client.
 func (e *TransportError) As(target any) bool {
 	if p, ok := target.(**url.Error); ok {
@@ -198,6 +153,13 @@ func (e *TransportError) As(target any) bool {
 		return true
 	}
 	return false
+}
+
+// isTimeout reports whether the first error in err's tree with a Timeout
+// method reports a timeout.
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return err != nil && errors.As(err, &t) && t.Timeout()
 }
 
 // urlOp spells a method as http.Client does in a *url.Error: "Post".
@@ -224,10 +186,13 @@ func (e *notReplayed) Error() string {
 	case e.cause != nil:
 		msg = strings.TrimPrefix(e.cause.Error(), "retries: ")
 	}
-	return "request body cannot be replayed (Request.GetBody is nil), so it was sent once and not retried: " + msg
+	return "retries: request body cannot be replayed (Request.GetBody is nil), so it was sent once and not retried: " + msg
 }
 
 func (e *notReplayed) Unwrap() []error { return []error{ErrBodyNotReplayable, e.cause} }
+
+// Timeout reports whether the attempt's error reports a timeout.
+func (e *notReplayed) Timeout() bool { return isTimeout(e.cause) }
 
 // attemptTimeout is the error of an attempt that ran out of time.
 type attemptTimeout struct{ d time.Duration }
@@ -239,8 +204,56 @@ func (e *attemptTimeout) Is(target error) bool { return target == ErrAttemptTime
 func (e *attemptTimeout) Timeout() bool { return true }
 
 // RoundTrip sends req under the Transport's policy and returns the response
-// that ends the call, or a [*TransportError]; see [Transport] for the rules.
-// It implements [http.RoundTripper].
+// or the error that ends the call. It implements [http.RoundTripper].
+//
+// Each attempt sends a clone of req ([http.Request.Clone]) with req's
+// context, or a child of it under [WithAttemptTimeout], and a fresh body
+// from [http.Request.GetBody], which [http.NewRequest] sets for a
+// [*bytes.Buffer], [*bytes.Reader] or [*strings.Reader] body. req itself is
+// never modified, and its Body is closed, as the RoundTripper contract
+// requires.
+//
+// A request with a body and no GetBody cannot be replayed, since a failed
+// attempt may have read part of it: it is sent once, with its own Body. If
+// the policy would not have retried the outcome, it comes back as the
+// policy gives it after one attempt. If it would have, RoundTrip returns an
+// error that matches [ErrBodyNotReplayable] and the attempt's error, or a
+// [*StatusError] made from the response, which is closed.
+//
+// A response the policy retries is released before the next attempt by the
+// policy's discard step ([WithDiscard]). The default step reads up to 4 KiB
+// of the body, so that its connection can be reused, and closes it; a body
+// that has not ended within 100 ms (or the attempt timeout, if shorter) is
+// closed at once, so a server that stalls in the middle of an error body
+// cannot hold up the next attempt. The response RoundTrip returns is
+// untouched: its body is open and unread.
+//
+// When the policy gives up, what comes back is what its exhaustion rule
+// gives, with these adjustments, since a RoundTripper returns a response or
+// an error, never both, and never neither:
+//   - the last response with a nil error ([DocV1], [SyncRequest], whose
+//     rule is [ReturnLastOutcome]) comes back as it is, readable;
+//   - an error with the last response (a [*RetryError] whose Value it is,
+//     when a policy that retries statuses gives up with the default rule or
+//     the context ends the call during a wait) comes back alone, and the
+//     response is released as a retried one is: RetryError.Value keeps its
+//     status and header, but its body is closed;
+//   - a nil error with no response (an exhaustion callback that returns nil
+//     after a failed attempt) becomes the last attempt's error.
+//
+// The errors RoundTrip returns do not name the request, as those of
+// [http.Transport] do not: [http.Client] names it in the [*url.Error] it
+// returns. The policy's predicate and hooks see each attempt's error as a
+// [*TransportError], which names it; RoundTrip returns the error inside it,
+// alone or as RetryError.Err, so that through a client a policy that gives
+// up reads as
+//
+//	Post "http://host/doc": retries: giving up after 5 attempts: dial tcp 10.0.0.1:8080: connect: connection refused
+//
+// Timeouts report Timeout() == true through the client's *url.Error, as
+// those of http.Transport do: a call that the caller's deadline ended, and
+// the error of an attempt that ran out of the time [WithAttemptTimeout]
+// gives it, alone or in a [*RetryError].
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil || req.URL == nil {
 		if req != nil && req.Body != nil {
@@ -267,9 +280,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // RoundTripper, when it has such a method (as [*http.Transport] does).
 // [http.Client.CloseIdleConnections] calls it.
 func (t *Transport) CloseIdleConnections() {
-	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+	if c, ok := t.baseRT().(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
+}
+
+// baseRT returns the base RoundTripper, read where it is used so that the
+// zero Transport works.
+func (t *Transport) baseRT() http.RoundTripper {
+	if t.base == nil {
+		return http.DefaultTransport
+	}
+	return t.base
 }
 
 func isIdempotent(req *http.Request) bool {
@@ -289,7 +311,8 @@ type roundTrip struct {
 	t           *Transport
 	req         *http.Request
 	method, url string
-	ownBody     bool // the caller's Body was handed to the base RoundTripper
+	ownBody     bool  // the caller's Body was handed to the base RoundTripper
+	lastErr     error // the last attempt's error, nil after a response
 }
 
 // closeBody closes the caller's body unless the base RoundTripper took it.
@@ -306,6 +329,12 @@ func (r *roundTrip) wrap(err error) *TransportError {
 
 // attempt makes one round trip through the base RoundTripper.
 func (r *roundTrip) attempt(ctx context.Context) (*http.Response, error) {
+	resp, err := r.try(ctx)
+	r.lastErr = err
+	return resp, err
+}
+
+func (r *roundTrip) try(ctx context.Context) (*http.Response, error) {
 	actx, cancel := ctx, context.CancelCauseFunc(nil)
 	if r.t.attemptTimeout > 0 {
 		actx, cancel = context.WithCancelCause(ctx)
@@ -325,13 +354,14 @@ func (r *roundTrip) attempt(ctx context.Context) (*http.Response, error) {
 	default:
 		r.ownBody = true // sent once, with the caller's own body
 	}
+	base := r.t.baseRT()
 	if cancel == nil {
-		return r.outcome(r.t.base.RoundTrip(req))
+		return r.outcome(base.RoundTrip(req))
 	}
 
 	timeout := &attemptTimeout{d: r.t.attemptTimeout}
 	timer := time.AfterFunc(r.t.attemptTimeout, func() { cancel(timeout) })
-	resp, err := r.t.base.RoundTrip(req)
+	resp, err := base.RoundTrip(req)
 	if fired := !timer.Stop(); fired && ctx.Err() == nil {
 		// The attempt ran out of time, even if a response arrived at the
 		// same instant: its context is canceled, so its body is unusable.
@@ -347,7 +377,7 @@ func (r *roundTrip) attempt(ctx context.Context) (*http.Response, error) {
 	}
 	// The attempt's context must outlive RoundTrip: the caller reads the
 	// body under it. It ends when the body is closed or read to the end.
-	resp.Body = newCancelBody(resp.Body, func() { cancel(nil) })
+	resp.Body = newCancelBody(resp.Body, func() { cancel(nil) }, r.t.attemptTimeout)
 	return resp, nil
 }
 
@@ -359,9 +389,6 @@ func (r *roundTrip) outcome(resp *http.Response, err error) (*http.Response, err
 		if resp != nil { // a RoundTripper must not return both; drop the response
 			discardBody(resp)
 		}
-		if te, ok := err.(*TransportError); ok && te.Method == r.method && te.URL == r.url {
-			return nil, err // an inner Transport already named this request
-		}
 		return nil, r.wrap(err)
 	}
 	if resp == nil {
@@ -370,24 +397,38 @@ func (r *roundTrip) outcome(resp *http.Response, err error) (*http.Response, err
 	return resp, nil
 }
 
-// finish turns DoValue's result into RoundTrip's.
+// finish turns DoValue's result into RoundTrip's: a response or an error,
+// and an error that does not name the request.
 func (r *roundTrip) finish(resp *http.Response, err error) (*http.Response, error) {
-	if err == nil { // attempt never returns nil, nil
+	switch {
+	case err == nil && resp != nil:
 		return resp, nil
-	}
-	if resp != nil {
+	case err == nil: // an exhaustion callback swallowed the last error
+		err = r.lastErr
+		if err == nil {
+			err = errors.New("retries: the policy returned neither a response nor an error")
+		}
+	case resp != nil:
 		discardBody(resp)
 	}
-	if _, ok := err.(*TransportError); ok {
-		return nil, err // an attempt's own error, named already
-	}
-	if re, ok := err.(*RetryError); ok {
-		// Avoid naming the request twice: keep the attempt's own error.
-		if ae, ok := re.Err.(*TransportError); ok && ae.Method == r.method && ae.URL == r.url {
-			re.Err = ae.Err
+	return nil, unname(err)
+}
+
+// unname returns err without the request's name: the error inside an
+// attempt's *TransportError, and a *RetryError that holds that error
+// instead of the *TransportError.
+func unname(err error) error {
+	switch e := err.(type) {
+	case *TransportError:
+		return e.Err
+	case *RetryError:
+		if te, ok := e.Err.(*TransportError); ok {
+			c := *e
+			c.Err = te.Err
+			return &c
 		}
 	}
-	return nil, r.wrap(err)
+	return err
 }
 
 // once sends the request in a single attempt, with the policy's hooks and
@@ -405,38 +446,41 @@ func (r *roundTrip) once(notReplayable bool) (*http.Response, error) {
 	if !notReplayable || !would {
 		return r.finish(resp, err)
 	}
-	cause := err
-	if re, ok := err.(*RetryError); ok && re.Err != nil {
-		cause = re.Err
-	}
-	if resp != nil {
+	var cause error
+	switch {
+	case resp != nil:
 		cause = newStatusError(resp)
-	}
-	if te, ok := cause.(*TransportError); ok {
-		if errors.Is(te.Err, ErrBodyNotReplayable) {
-			return nil, cause // an inner Transport already said why
+	case err != nil:
+		cause = unname(err)
+		if re, ok := cause.(*RetryError); ok && re.Err != nil {
+			cause = re.Err
 		}
-		cause = te.Err
+	default:
+		cause = unname(r.lastErr)
 	}
-	return nil, r.wrap(&notReplayed{cause: cause})
+	if errors.Is(cause, ErrBodyNotReplayable) {
+		return nil, cause // an inner Transport already said why
+	}
+	return nil, &notReplayed{cause: cause}
 }
 
 // getBodyError is the error of a failed Request.GetBody.
 type getBodyError struct{ err error }
 
-func (e *getBodyError) Error() string { return "Request.GetBody: " + e.err.Error() }
+func (e *getBodyError) Error() string { return "retries: Request.GetBody: " + e.err.Error() }
 func (e *getBodyError) Unwrap() error { return e.err }
 
 // cancelBody releases an attempt's context when the body is closed or read
 // to the end.
 type cancelBody struct {
-	rc   io.ReadCloser
-	once sync.Once
-	stop func()
+	rc    io.ReadCloser
+	once  sync.Once
+	stop  func()
+	limit time.Duration // the attempt timeout
 }
 
-func newCancelBody(rc io.ReadCloser, stop func()) io.ReadCloser {
-	b := &cancelBody{rc: rc, stop: stop}
+func newCancelBody(rc io.ReadCloser, stop func(), limit time.Duration) io.ReadCloser {
+	b := &cancelBody{rc: rc, stop: stop, limit: limit}
 	if w, ok := rc.(io.ReadWriteCloser); ok { // a 101 Switching Protocols body
 		return &cancelBodyRW{cancelBody: b, w: w}
 	}
@@ -456,6 +500,18 @@ func (b *cancelBody) Close() error {
 	b.once.Do(b.stop)
 	return err
 }
+
+// abort gives up on the body: canceling the attempt's context ends a
+// pending read in any RoundTripper that honours it, and Close ends one in
+// net/http's.
+func (b *cancelBody) abort() {
+	b.once.Do(b.stop)
+	_ = b.rc.Close()
+}
+
+// discardWait is the attempt timeout: the attempt's budget covers the
+// release of the response it produced.
+func (b *cancelBody) discardWait() time.Duration { return b.limit }
 
 type cancelBodyRW struct {
 	*cancelBody

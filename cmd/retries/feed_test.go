@@ -700,7 +700,7 @@ func TestFeedBudgetRefusal(t *testing.T) {
 	if res.failed != 1 || srv.requests("POST", "/document/v1/a/b/docid/1") != 1 {
 		t.Errorf("failed %d after %d requests, want 1 after 1", res.failed, srv.requests("POST", "/document/v1/a/b/docid/1"))
 	}
-	if !strings.Contains(stderr, "failed: line 1: put id:a:b::1: retries: POST "+srv.URL+"/document/v1/a/b/docid/1: 502 Bad Gateway; retries: retry budget exhausted") {
+	if !strings.Contains(stderr, "failed: line 1: put id:a:b::1: 502 Bad Gateway; retries: retry budget exhausted") {
 		t.Errorf("stderr does not give the status and the budget:\n%s", stderr)
 	}
 	if b, _ := sum["retries.budget"].(map[string]any); b["refused"] != 1.0 {
