@@ -84,8 +84,9 @@ func (e *RetryError) Error() string {
 	}
 	switch {
 	case e.Err != nil:
+		// An inner layer's RetryError says "retries: " once is enough.
 		b = append(b, ": "...)
-		b = append(b, e.Err.Error()...)
+		b = append(b, strings.TrimPrefix(e.Err.Error(), "retries: ")...)
 	case e.Value != nil:
 		b = append(b, ": last outcome "...)
 		b = append(b, describeValue(e.Value)...)

@@ -26,6 +26,8 @@ func TestRetryErrorMessage(t *testing.T) {
 		{&retries.RetryError{Attempts: 1, Err: errBoom, Refusal: retries.ErrBudgetExhausted},
 			"retries: retry budget exhausted after 1 attempt: boom"},
 		{&retries.RetryError{Attempts: 4}, "retries: giving up after 4 attempts"},
+		{&retries.RetryError{Attempts: 5, Err: &retries.RetryError{Attempts: 10, Err: errBoom}},
+			"retries: giving up after 5 attempts: giving up after 10 attempts: boom"},
 	} {
 		if got := tc.err.Error(); got != tc.want {
 			t.Errorf("Error() = %q, want %q", got, tc.want)

@@ -210,9 +210,14 @@ func WithBeforeSleep(f func(context.Context, State)) Option {
 // WithDiscard sets the function that releases a retried value the caller
 // will never see. It runs just before the next attempt starts, after the
 // wait; it never sees the value that Do or DoValue returns, nor a value
-// still pending when the context ends the call. The default releases a
+// still pending when the context ends the call (nor, when the context ends
+// while it runs, is another attempt started). The default releases a
 // [*http.Response]: it reads up to 4 KiB of the body and closes it, so the
-// connection goes back to the pool. A nil f restores the default.
+// connection goes back to the pool; a body that has not delivered that
+// within 100 ms (or the attempt's time limit, from [WithAttemptTimeout], if
+// shorter) is closed at once, so a stalled body never holds up the next
+// attempt. A panic that unwinds Do also discards a value still pending. A
+// nil f restores the default.
 func WithDiscard(f func(v any)) Option { return func(p *Policy) { p.discard = f } }
 
 // Stop returns the policy's [Stop].
