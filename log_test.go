@@ -1,12 +1,14 @@
 package retries_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"testing"
+	"testing/synctest"
 
 	"github.com/seed32e55400/retries"
 )
@@ -26,6 +28,30 @@ func (h ctxHandler) Enabled(ctx context.Context, l slog.Level) bool {
 func (h ctxHandler) Handle(ctx context.Context, r slog.Record) error {
 	*h.seen = append(*h.seen, ctx.Value(ctxKey{}))
 	return nil
+}
+
+func TestLogRetries(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+			ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+				if a.Key == slog.TimeKey {
+					return slog.Attr{}
+				}
+				return a
+			},
+		}))
+		p := retries.DocV1.Copy(retries.WithBeforeSleep(retries.LogRetries(logger, slog.LevelWarn)))
+		_, _, _ = runValue(t, t.Context(), p, statusSeq(503, 200))
+		_ = p.Do(t.Context(), func(context.Context) error { return errBoom })
+		want := `level=WARN msg="retries: retrying" attempt=1 elapsed=0s wait=1s value="*http.Response with status 503"` + "\n" +
+			`level=WARN msg="retries: retrying" attempt=1 elapsed=0s wait=1s error=boom` + "\n" +
+			`level=WARN msg="retries: retrying" attempt=2 elapsed=1s wait=2s error=boom` + "\n"
+		if buf.String() != want {
+			t.Errorf("log =\n%s\nwant\n%s", buf.String(), want)
+		}
+	})
 }
 
 func TestLogRetriesUsesTheCallsContext(t *testing.T) {
