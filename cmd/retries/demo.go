@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -28,10 +29,53 @@ const (
 	defaultFaultRate   = 0.002
 	defaultResetRate   = 0.0015 // about 3 resets in a default run
 
-	// Upper bounds on the flags, so that a typo cannot exhaust the machine.
+	// Bounds on the flags, so that a typo cannot exhaust the machine or
+	// start a feed that would run for days.
 	maxDocs        = 1_000_000
+	minRate        = 1
+	maxRate        = 1_000_000
 	maxConcurrency = 1024
+	maxDemoSeconds = 3600 // the longest docs/rate, the shortest time a feed can take
 )
+
+// demoFlags are the demo command's flags.
+type demoFlags struct {
+	docs                 int
+	rate                 float64
+	concurrency          int
+	faultRate, resetRate float64
+}
+
+// parseDemoFlags parses the demo command's flags, each within its bounds,
+// and checks the bounds that span two flags.
+func parseDemoFlags(args []string) (demoFlags, error) {
+	fs := newFlagSet("demo")
+	var f demoFlags
+	addDemoFlags(fs, &f)
+	pos, err := parseFlags(fs, args)
+	switch {
+	case err != nil:
+		return f, err
+	case len(pos) > 0:
+		return f, usageErrorf("demo: unexpected argument %q", pos[0])
+	case f.faultRate+f.resetRate > 1:
+		return f, usageErrorf("demo: -fault-rate %v and -reset-rate %v: add up to more than 1", f.faultRate, f.resetRate)
+	case float64(f.docs)/f.rate > maxDemoSeconds:
+		return f, usageErrorf("demo: -docs %d at -rate %v: takes at least %.0f s, more than the %d s allowed; lower -docs or raise -rate",
+			f.docs, f.rate, float64(f.docs)/f.rate, maxDemoSeconds)
+	}
+	return f, nil
+}
+
+// addDemoFlags defines the demo's flags on fs, each with its default and
+// bounds, storing into f.
+func addDemoFlags(fs *flag.FlagSet, f *demoFlags) {
+	intVar(fs, &f.docs, "docs", defaultDocs, 1, maxDocs, "feed `N` documents")
+	floatVar(fs, &f.rate, "rate", defaultRate, minRate, maxRate, "the server admits `R` requests per second")
+	intVar(fs, &f.concurrency, "concurrency", defaultConcurrency, 1, maxConcurrency, "`C` requests in flight at most (the limiter's cap)")
+	floatVar(fs, &f.faultRate, "fault-rate", defaultFaultRate, 0, 1, "the fraction `F` of admitted requests answered with 503")
+	floatVar(fs, &f.resetRate, "reset-rate", defaultResetRate, 0, 1, "the fraction `F` of admitted requests whose connection is reset")
+}
 
 // demoConfig says what the demo does.
 type demoConfig struct {
@@ -80,44 +124,15 @@ type demoResult struct {
 
 // runDemo is the demo command.
 func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("demo")
-	docs := fs.Int("docs", defaultDocs, "documents to feed")
-	rate := fs.Float64("rate", defaultRate, "requests per second the server admits")
-	conc := fs.Int("concurrency", defaultConcurrency, "concurrent workers")
-	faultRate := fs.Float64("fault-rate", defaultFaultRate, "fraction of admitted requests answered with 503")
-	resetRate := fs.Float64("reset-rate", defaultResetRate, "fraction of admitted requests whose connection is reset")
-	pos, err := parseFlags(fs, args)
+	f, err := parseDemoFlags(args)
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return usageErrorf("demo: unexpected argument %q", pos[0])
-	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"docs", float64(*docs)}, {"rate", *rate}, {"concurrency", float64(*conc)}, {"fault-rate", *faultRate}, {"reset-rate", *resetRate}} {
-		if f.v < 0 || math.IsNaN(f.v) {
-			return usageErrorf("demo: -%s %v: must not be negative", f.name, f.v)
-		}
-	}
-	switch {
-	case *rate == 0 || math.IsInf(*rate, 0):
-		return usageErrorf("demo: -rate %v: must be a positive number", *rate)
-	case *conc == 0:
-		return usageErrorf("demo: -concurrency 0: need at least one worker")
-	case *conc > maxConcurrency:
-		return usageErrorf("demo: -concurrency %d: at most %d", *conc, maxConcurrency)
-	case *docs > maxDocs:
-		return usageErrorf("demo: -docs %d: at most %d", *docs, maxDocs)
-	case *faultRate+*resetRate > 1:
-		return usageErrorf("demo: -fault-rate %v and -reset-rate %v: add up to more than 1", *faultRate, *resetRate)
-	}
 	cfg := demoConfig{
-		docs:        *docs,
-		rate:        *rate,
-		concurrency: *conc,
-		faults:      randomFaults(*faultRate, *resetRate),
+		docs:        f.docs,
+		rate:        f.rate,
+		concurrency: f.concurrency,
+		faults:      randomFaults(f.faultRate, f.resetRate),
 		outer:       retries.DocV1,
 		inner:       retries.Throttle,
 		progress:    time.Second,
@@ -125,13 +140,12 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	if isTerminal(stdout) {
 		cfg.terminal, cfg.progress = true, 200*time.Millisecond
 	}
-	fmt.Fprintf(stdout, "Feeding %d documents through the engine of retries feed (DocV1 around Throttle,\nthe limiter at most %d in flight) into a loopback\n", cfg.docs, cfg.concurrency)
-	fmt.Fprintf(stdout, "server that admits %s requests/s (429 beyond), answers 503 to %s and resets\n", trimFloat(cfg.rate), percent(*faultRate))
-	fmt.Fprintf(stdout, "the connection of %s of the admitted requests.\n", percent(*resetRate))
+	fmt.Fprintf(stdout, "Feeding %d documents through the engine of retries feed (DocV1 around Throttle,\nthe limiter at most %d in flight) into a loopback server that admits %s requests/s\n", cfg.docs, cfg.concurrency, trimFloat(cfg.rate))
+	fmt.Fprintf(stdout, "(429 beyond), answers 503 to %s and resets the connection of %s of the admitted requests.\n", percent(f.faultRate), percent(f.resetRate))
 	if n, ok := attemptsOf(cfg.outer.Stop()); ok {
 		// Throttle absorbs every 429; a document is lost when each of the
 		// outer attempts ends with a 503 or a reset.
-		perDoc := math.Pow(*faultRate+*resetRate, float64(n))
+		perDoc := math.Pow(f.faultRate+f.resetRate, float64(n))
 		perRun := 1 - math.Pow(1-perDoc, float64(cfg.docs))
 		fmt.Fprintf(stdout, "A document is lost only if all %d DocV1 attempts fail: chance %.2g per document,\n%.2g that this run loses any.\n", n, perDoc, perRun)
 	}
@@ -283,7 +297,12 @@ func writeDemoSummary(out io.Writer, cfg demoConfig, r demoResult) {
 	}
 }
 
-// percent formats a fraction as a percentage: 0.003 → "0.3%".
+// percent formats a fraction as a percentage with at most three
+// significant digits: 0.003 → "0.3%", 1/3 → "33.3%", 1e-9 → "1e-07%", and
+// -0 → "0%".
 func percent(f float64) string {
-	return trimFloat(100*f) + "%"
+	if f == 0 {
+		return "0%"
+	}
+	return strconv.FormatFloat(100*f, 'g', 3, 64) + "%"
 }

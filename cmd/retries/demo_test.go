@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -179,13 +180,14 @@ func TestFeedDemoThrottles(t *testing.T) {
 // it does not sleep.
 func TestDemoCommand(t *testing.T) {
 	t.Parallel()
-	code, out, stderr := runCmd(t, "demo", "-docs", "40", "-rate", "1000000", "-concurrency", "4", "-fault-rate", "0", "-reset-rate", "0")
+	code, out, stderr := runCmd(t, "demo", "-docs", "40", "-rate", "1000000", "-concurrency", "4", "-fault-rate", "0", "-reset-rate", "-0")
 	if code != exitOK || stderr != "" {
 		t.Fatalf("run(demo) = %d, stderr %q\n%s", code, stderr, out)
 	}
 	for _, want := range []string{
 		"Feeding 40 documents through the engine of retries feed (DocV1 around Throttle,\nthe limiter at most 4 in flight)",
 		"limiter              Limiter(limit=",
+		"answers 503 to 0% and resets the connection of 0% of the admitted requests.", // -0 prints as 0
 		"acknowledged         40 of 40 documents (the server's own count)",
 		"lost                 0\n",
 		"duplicates           0 ",
@@ -340,6 +342,29 @@ func TestIsTerminal(t *testing.T) {
 	}{{"buffer", &bytes.Buffer{}}, {"regular_file", f}} {
 		if isTerminal(tc.w) {
 			t.Errorf("isTerminal(%s) = true, want false", tc.name)
+		}
+	}
+}
+
+func TestPercent(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		f    float64
+		want string
+	}{
+		{0, "0%"},
+		{math.Copysign(0, -1), "0%"},
+		{defaultFaultRate, "0.2%"},
+		{defaultResetRate, "0.15%"},
+		{1, "100%"},
+		{1.0 / 3, "33.3%"},
+		{0.999999, "100%"},
+		{0.0001234, "0.0123%"},
+		{1e-9, "1e-07%"},
+		{math.SmallestNonzeroFloat64, "4.94e-322%"},
+	} {
+		if got := percent(tc.f); got != tc.want {
+			t.Errorf("percent(%g) = %q, want %q", tc.f, got, tc.want)
 		}
 	}
 }

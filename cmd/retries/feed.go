@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,6 +27,7 @@ const (
 	feedMaxInFlight = 256
 	// maxFeedConcurrency bounds -concurrency.
 	maxFeedConcurrency = 4096
+	maxFeedConnections = 4096
 	// feedTimeout bounds one operation, its waits and retries included.
 	feedTimeout = 2 * time.Minute
 	// feedAttemptTimeout bounds one request until its response header.
@@ -638,34 +640,44 @@ func (f *headerFlag) Set(s string) error {
 	return nil
 }
 
+// feedFlags are the flags of the feed command.
+type feedFlags struct {
+	url                      string
+	concurrency, connections int
+	http2, quiet             bool
+	timeout                  time.Duration
+	header                   headerFlag
+}
+
+// addFeedFlags defines the feed command's flags on fs.
+func addFeedFlags(fs *flag.FlagSet, f *feedFlags) {
+	fs.StringVar(&f.url, "url", "", "the document/v1 endpoint, such as http://localhost:8080 (required)")
+	intVar(fs, &f.concurrency, "concurrency", 0, 0, maxFeedConcurrency, "`N` requests in flight, fixed; 0: the adaptive limiter decides")
+	intVar(fs, &f.connections, "connections", 0, 0, maxFeedConnections, "`N` connections per host; 0: as many as needed")
+	fs.BoolVar(&f.http2, "http2", false, "HTTP/2 without TLS on http URLs (prior knowledge)")
+	fs.DurationVar(&f.timeout, "timeout", feedTimeout, "time limit of each operation, its retries included; 0: none")
+	fs.BoolVar(&f.quiet, "q", false, "no progress lines")
+	fs.Var(&f.header, "header", "`Name: value` sent with every request (repeatable); never printed")
+}
+
 // runFeed is the feed command.
 func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("feed")
-	endpoint := fs.String("url", "", "the document/v1 endpoint, such as http://localhost:8080 (required)")
-	conc := fs.Int("concurrency", 0, "requests in flight, fixed; 0: the adaptive limiter decides")
-	conns := fs.Int("connections", 0, "connections per host; 0: as many as needed")
-	http2 := fs.Bool("http2", false, "HTTP/2 without TLS on http URLs (prior knowledge)")
-	timeout := fs.Duration("timeout", feedTimeout, "time limit of each operation, its retries included; 0: none")
-	quiet := fs.Bool("q", false, "no progress lines")
-	var header headerFlag
-	fs.Var(&header, "header", "`Name: value` sent with every request (repeatable); never printed")
+	var f feedFlags
+	addFeedFlags(fs, &f)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	switch {
-	case *endpoint == "":
+	case f.url == "":
 		return usageErrorf("feed: -url is required")
 	case len(pos) == 0:
 		return usageErrorf("feed: name a FILE, or - for stdin")
 	case len(pos) > 1:
 		return usageErrorf("feed: unexpected argument %q", pos[1])
-	case *conc < 0 || *conc > maxFeedConcurrency:
-		return usageErrorf("feed: -concurrency %d: want 0 to %d", *conc, maxFeedConcurrency)
-	case *conns < 0:
-		return usageErrorf("feed: -connections %d: must not be negative", *conns)
-	case *timeout < 0:
-		return usageErrorf("feed: -timeout %v: must not be negative", *timeout)
+	case f.timeout < 0:
+		return usageErrorf("feed: -timeout %v: must not be negative", f.timeout)
 	}
 	in := stdin
 	if pos[0] != "-" {
@@ -677,13 +689,13 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		in = file
 	}
 	cfg := feedConfig{
-		url: *endpoint, header: header.h, concurrency: *conc, connections: *conns, http2: *http2,
-		timeout: *timeout, attempt: feedAttemptTimeout, grace: feedGrace,
+		url: f.url, header: f.header.h, concurrency: f.concurrency, connections: f.connections, http2: f.http2,
+		timeout: f.timeout, attempt: feedAttemptTimeout, grace: feedGrace,
 		outer: retries.DocV1, inner: retries.Throttle,
 		budget:   retries.NewBudget(feedBudgetRatio, feedBudgetPerSecond),
 		progress: time.Second, errOut: stderr,
 	}
-	if *quiet {
+	if f.quiet {
 		cfg.progress = 0
 	}
 	res, err := feed(ctx, cfg, in, stdout)

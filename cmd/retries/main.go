@@ -10,11 +10,29 @@
 //	retries schedule POLICY|all [-attempts N] [-samples K] [-svg FILE]
 //	retries demo [-docs N] [-rate R] [-concurrency C] [-fault-rate F] [-reset-rate F]
 //	retries feed -url URL [-concurrency N] [-connections N] [-http2] [-timeout D] [-header 'Name: value'] [-q] FILE|-
+//	retries COMMAND -h
 //
 // Feed sends Vespa documents (JSON lines or a JSON array of put, update and
 // remove operations) to a document/v1 endpoint through DocV1 around
 // Throttle, with an adaptive limiter and a retry budget; it reports every
 // operation that failed and prints a summary with the keys of vespa feed.
+//
+// Every numeric flag has bounds, and a value outside them, NaN or an
+// infinity is refused with exit status 2:
+//
+//	schedule -attempts N   0 to 200 (default 0: every wait the policy sleeps)
+//	schedule -samples K    1 to 100000 (default 10000)
+//	demo -docs N           1 to 1000000 (default 2000)
+//	demo -rate R           1 to 1000000 requests/s (default 500)
+//	demo -concurrency C    1 to 1024 (default 32)
+//	demo -fault-rate F     0 to 1 (default 0.002)
+//	demo -reset-rate F     0 to 1 (default 0.0015)
+//	feed -concurrency N    0 to 4096 (default 0: the adaptive limiter)
+//	feed -connections N    0 to 4096 (default 0: as many as needed)
+//
+// The demo also refuses a -fault-rate and -reset-rate that add up to more
+// than 1, and a -docs N that takes more than an hour at -rate R (N/R over
+// 3600 s). "retries COMMAND -h" prints the command's flags on stdout.
 //
 // It uses only the standard library and package retries.
 package main
@@ -22,7 +40,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -40,16 +57,28 @@ const usage = `usage:
   retries schedule POLICY|all [-attempts N] [-samples K] [-svg FILE]
       min, p50, p95 and max of each wait over K sampled schedules, as a
       text chart, and as an SVG chart with -svg
+        -attempts N     0 to 200, default 0: every wait the policy sleeps
+        -samples K      1 to 100000, default 10000
   retries demo [-docs N] [-rate R] [-concurrency C] [-fault-rate F] [-reset-rate F]
       feed N JSON documents through DocV1 around Throttle into a loopback
       server that admits R requests/s, answers 503 to a fraction F and
       resets a fraction of connections; exits 1 if a document is lost
+        -docs N         1 to 1000000, default 2000
+        -rate R         1 to 1000000 requests/s, default 500
+        -concurrency C  1 to 1024, default 32
+        -fault-rate F   0 to 1, default 0.002
+        -reset-rate F   0 to 1, default 0.0015
+      the two rates add up to at most 1, and N/R is at most 3600 s
   retries feed -url URL [-concurrency N] [-connections N] [-http2]
                [-timeout D] [-header 'Name: value'] [-q] FILE|-
       feed Vespa documents (JSON lines or one JSON array of put, update
       and remove operations) to a document/v1 endpoint; reports each
       failed operation on stderr, a JSON summary on stdout; exits 1 if
       any operation failed
+        -concurrency N  0 to 4096, default 0: the adaptive limiter
+        -connections N  0 to 4096, default 0: as many as needed
+  retries COMMAND -h, retries help COMMAND
+      the command's flags
 
 policies: query, docv1, throttle, syncrequest, visit, controlplane,
 urlvalidation (any case), or all for schedule
@@ -91,19 +120,29 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case "feed":
 		err = runFeed(ctx, rest, os.Stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, usage)
-		return exitOK
+		if len(rest) == 0 {
+			fmt.Fprint(stdout, usage)
+			return exitOK
+		}
+		if _, ok := commands[rest[0]]; !ok || len(rest) > 1 {
+			err = usageErrorf("help: want one of policies, schedule, demo or feed, got %q", rest)
+			break
+		}
+		return runContext(ctx, []string{rest[0], "-h"}, stdout, stderr)
 	default:
 		err = usageErrorf("unknown command %q", cmd)
 	}
-	var ue *usageError
+	var (
+		ue *usageError
+		hr *helpRequest
+	)
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.Is(err, errSilent): // reported already
 		return exitFail
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, usage)
+	case errors.As(err, &hr):
+		fmt.Fprint(stdout, hr.text)
 		return exitOK
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "retries: %v\n%s", err, usage)
@@ -154,30 +193,4 @@ func lookupPolicies(name string, allowAll bool) ([]namedPolicy, error) {
 		}
 	}
 	return nil, usageErrorf("unknown policy %q", name)
-}
-
-// parseFlags parses args with fs, allowing positional arguments before,
-// between and after the flags, and returns the positional ones. Flag errors
-// become usage errors; -h returns flag.ErrHelp.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, usageErrorf("%s: %v", fs.Name(), err)
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
 }

@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -79,51 +83,242 @@ func TestBadInput(t *testing.T) {
 		{"misspelt_all", []string{"schedule", "al"}, `unknown policy "al"`},
 		{"missing_policy", []string{"schedule"}, "missing POLICY"},
 		{"two_policies", []string{"schedule", "query", "visit"}, `unexpected argument "visit"`},
-		{"negative_attempts", []string{"schedule", "query", "-attempts", "-1"}, "-attempts -1: must not be negative"},
-		{"negative_samples", []string{"schedule", "-samples=-5", "query"}, "-samples -5: must not be negative"},
-		{"zero_samples", []string{"schedule", "query", "-samples", "0"}, "-samples 0: must be between"},
-		{"bad_number", []string{"schedule", "query", "-attempts", "many"}, "invalid value"},
-		{"too_many_attempts", []string{"schedule", "query", "-attempts", "201"}, "-attempts 201: at most 200"},
-		{"too_many_samples", []string{"schedule", "query", "-samples", "100001"}, "-samples 100001: must be between 1 and 100000"},
-		{"too_many_workers", []string{"demo", "-concurrency", "1025"}, "-concurrency 1025: at most 1024"},
-		{"too_many_docs", []string{"demo", "-docs", "1000001"}, "-docs 1000001: at most 1000000"},
-		{"negative_docs", []string{"demo", "-docs", "-1"}, "-docs -1: must not be negative"},
-		{"negative_rate", []string{"demo", "-rate", "-5"}, "-rate -5: must not be negative"},
-		{"zero_rate", []string{"demo", "-rate", "0"}, "-rate 0: must be a positive number"},
-		{"negative_concurrency", []string{"demo", "-concurrency", "-2"}, "-concurrency -2: must not be negative"},
-		{"negative_fault_rate", []string{"demo", "-fault-rate", "-0.1"}, "-fault-rate -0.1: must not be negative"},
-		{"negative_reset_rate", []string{"demo", "-reset-rate", "-0.1"}, "-reset-rate -0.1: must not be negative"},
-		{"fault_rates_over_one", []string{"demo", "-fault-rate", "0.8", "-reset-rate", "0.5"}, "add up to more than 1"},
 		{"unknown_flag", []string{"policies", "-x"}, "flag provided but not defined: -x"},
 		{"policies_argument", []string{"policies", "extra"}, `unexpected argument "extra"`},
 		{"demo_argument", []string{"demo", "now"}, `unexpected argument "now"`},
+		{"help_unknown_command", []string{"help", "frobnicate"}, `help: want one of policies, schedule, demo or feed, got ["frobnicate"]`},
+		{"help_two_commands", []string{"help", "demo", "schedule"}, `help: want one of`},
+		{"fault_rates_over_one", []string{"demo", "-fault-rate", "0.8", "-reset-rate", "0.5"}, "add up to more than 1"},
+		// At 1 request/s, 3601 documents take at least 3601 s.
+		{"demo_over_an_hour", []string{"demo", "-docs", "3601", "-rate", "1"}, "-docs 3601 at -rate 1: takes at least 3601 s, more than the 3600 s allowed"},
+		{"demo_over_an_hour_max_docs", []string{"demo", "-docs", "1000000", "-rate", "277"}, "takes at least 3610 s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			code, stdout, stderr := runCmd(t, tc.args...)
-			if code != exitUsage {
-				t.Errorf("run(%q) = %d, want %d", tc.args, code, exitUsage)
+			checkUsageError(t, tc.args, tc.want)
+		})
+	}
+}
+
+// checkUsageError runs args and checks that it exits 2 with an error line
+// containing want, followed by the usage, and nothing on stdout. The
+// context is already canceled, so that a demo that wrongly starts stops at
+// once instead of running for as long as its flags say.
+func checkUsageError(t *testing.T, args []string, want string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var out, errOut bytes.Buffer
+	code := runContext(ctx, args, &out, &errOut)
+	stdout, stderr := out.String(), errOut.String()
+	if code != exitUsage {
+		t.Errorf("run(%q) = %d, want %d", args, code, exitUsage)
+	}
+	if stdout != "" {
+		t.Errorf("run(%q) wrote to stdout:\n%s", args, stdout)
+	}
+	first, rest, _ := strings.Cut(stderr, "\n")
+	if !strings.HasPrefix(first, "retries: ") || !strings.Contains(first, want) {
+		t.Errorf("run(%q) error line = %q, want retries: …%s…", args, first, want)
+	}
+	if rest != usage {
+		t.Errorf("run(%q) after the error line printed:\n%s\nwant the usage:\n%s", args, rest, usage)
+	}
+}
+
+// numericFlags lists every numeric flag of every command with its bounds,
+// as the usage and the package doc state them.
+var numericFlags = []struct {
+	cmd, flag string
+	lo, hi    string
+	def       string
+	float     bool
+}{
+	{"schedule", "attempts", "0", "200", "0", false},
+	{"schedule", "samples", "1", "100000", "10000", false},
+	{"demo", "docs", "1", "1000000", "2000", false},
+	{"demo", "rate", "1", "1000000", "500", true},
+	{"demo", "concurrency", "1", "1024", "32", false},
+	{"demo", "fault-rate", "0", "1", "0.002", true},
+	{"demo", "reset-rate", "0", "1", "0.0015", true},
+	{"feed", "concurrency", "0", "4096", "0", false},
+	{"feed", "connections", "0", "4096", "0", false},
+}
+
+// TestFlagBounds gives every numeric flag values outside its bounds, NaN,
+// infinities and words: each is refused with exit status 2, the flag's name
+// and its bounds.
+func TestFlagBounds(t *testing.T) {
+	t.Parallel()
+	for _, f := range numericFlags {
+		bounds := fmt.Sprintf("must be between %s and %s", f.lo, f.hi)
+		// Outside the bounds, and not numbers of the flag's kind.
+		outside := []string{fmt.Sprint(mustAtoi(t, f.lo) - 1), fmt.Sprint(mustAtoi(t, f.hi) + 1), "99999999999999999999", "-99999999999999999999"}
+		notNumbers := []string{"many", "", "0x", "NaN"}
+		if f.float {
+			outside = append(outside, "Inf", "+Inf", "-Inf", "1e400", "-1e400", f.hi+".0001")
+			if f.lo == "1" {
+				outside = append(outside, "1e-9", "0.999")
 			}
-			if stdout != "" {
-				t.Errorf("run(%q) wrote to stdout:\n%s", tc.args, stdout)
+		} else {
+			notNumbers = append(notNumbers, "Inf", "-Inf", "1e400", "1.5", "1e3")
+		}
+		prefix := "not a number: "
+		if !f.float {
+			prefix = "not a whole number: "
+		}
+		var values [][2]string
+		for _, v := range outside {
+			values = append(values, [2]string{v, bounds})
+		}
+		for _, v := range notNumbers {
+			values = append(values, [2]string{v, prefix + bounds})
+		}
+		for _, v := range values {
+			args := []string{f.cmd, "-" + f.flag, v[0]}
+			if f.cmd == "schedule" {
+				args = append(args, "query")
 			}
-			first, rest, _ := strings.Cut(stderr, "\n")
-			if !strings.HasPrefix(first, "retries: ") || !strings.Contains(first, tc.want) {
-				t.Errorf("run(%q) error line = %q, want retries: …%s…", tc.args, first, tc.want)
+			t.Run(f.cmd+"_"+f.flag+"_"+v[0], func(t *testing.T) {
+				t.Parallel()
+				checkUsageError(t, args, fmt.Sprintf("%s: invalid value %q for flag -%s: %s", f.cmd, v[0], f.flag, v[1]))
+			})
+		}
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestFlagBoundsAccepted checks that each bound itself is accepted.
+func TestFlagBoundsAccepted(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want demoFlags
+	}{
+		{"lower", []string{"-docs", "1", "-rate", "1", "-concurrency", "1", "-fault-rate", "0", "-reset-rate", "0"}, demoFlags{1, 1, 1, 0, 0}},
+		{"upper", []string{"-docs", "1000000", "-rate", "1000000", "-concurrency", "1024", "-fault-rate", "1", "-reset-rate", "0"}, demoFlags{1000000, 1000000, 1024, 1, 0}},
+		{"rates_add_up_to_one", []string{"-fault-rate", "0.25", "-reset-rate", "0.75"}, demoFlags{defaultDocs, defaultRate, defaultConcurrency, 0.25, 0.75}},
+		{"exactly_an_hour", []string{"-docs", "3600", "-rate", "1"}, demoFlags{3600, 1, defaultConcurrency, defaultFaultRate, defaultResetRate}},
+		{"negative_zero_is_zero", []string{"-fault-rate", "-0", "-reset-rate", "-0"}, demoFlags{defaultDocs, defaultRate, defaultConcurrency, 0, 0}},
+		{"defaults", nil, demoFlags{defaultDocs, defaultRate, defaultConcurrency, defaultFaultRate, defaultResetRate}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := parseDemoFlags(tc.args)
+			if err != nil || got != tc.want {
+				t.Errorf("parseDemoFlags(%q) = %+v, %v, want %+v", tc.args, got, err, tc.want)
 			}
-			if rest != usage {
-				t.Errorf("run(%q) after the error line printed:\n%s\nwant the usage:\n%s", tc.args, rest, usage)
+			if math.Signbit(got.faultRate) || math.Signbit(got.resetRate) {
+				t.Errorf("parseDemoFlags(%q) kept a negative zero: %+v", tc.args, got)
 			}
 		})
+	}
+	code, out, stderr := runCmd(t, "schedule", "query", "-attempts", "200", "-samples", "1")
+	if code != exitOK || stderr != "" || !strings.Contains(out, "no wait follows attempt 5") {
+		t.Errorf("run(schedule query -attempts 200 -samples 1) = %d, stderr %q:\n%s", code, stderr, out)
+	}
+}
+
+// TestBoundsDocumented checks that the usage and the package doc state each
+// numeric flag's bounds and default, as the flag's own help does.
+func TestBoundsDocumented(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _, _ := strings.Cut(string(src), "package main")
+	for _, f := range numericFlags {
+		fs := newFlagSet(f.cmd)
+		switch f.cmd {
+		case "demo":
+			addDemoFlags(fs, &demoFlags{})
+		case "schedule":
+			addScheduleFlags(fs, &scheduleFlags{})
+		case "feed":
+			addFeedFlags(fs, &feedFlags{})
+		}
+		fl := fs.Lookup(f.flag)
+		if fl == nil {
+			t.Errorf("%s has no flag -%s", f.cmd, f.flag)
+			continue
+		}
+		bounds := fmt.Sprintf("%s to %s", f.lo, f.hi)
+		if !strings.Contains(fl.Usage, "("+bounds+")") || fl.DefValue != f.def {
+			t.Errorf("%s -%s: usage %q, default %q; want (%s) and default %s", f.cmd, f.flag, fl.Usage, fl.DefValue, bounds, f.def)
+		}
+		inUsage := regexp.MustCompile(`(?m)^ +-` + regexp.QuoteMeta(f.flag) + ` [A-Z] +` + bounds + `( requests/s)?, default ` + regexp.QuoteMeta(f.def) + `\b`)
+		if !inUsage.MatchString(usage) {
+			t.Errorf("usage does not state -%s %s, default %s:\n%s", f.flag, bounds, f.def, usage)
+		}
+		inDoc := regexp.MustCompile(`(?m)^//\t` + f.cmd + ` -` + regexp.QuoteMeta(f.flag) + ` [A-Z] +` + bounds + `( requests/s)? \(default ` + regexp.QuoteMeta(f.def) + `\b`)
+		if !inDoc.MatchString(doc) {
+			t.Errorf("package doc does not state %s -%s %s (default %s)", f.cmd, f.flag, bounds, f.def)
+		}
 	}
 }
 
 func TestHelp(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"help"}, {"-h"}, {"schedule", "-h"}, {"demo", "-help"}} {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"-help"}, {"--help"}} {
 		code, stdout, stderr := runCmd(t, args...)
 		if code != exitOK || stdout != usage || stderr != "" {
 			t.Errorf("run(%q) = %d, stdout %q, stderr %q; want 0 and the usage on stdout", args, code, stdout, stderr)
+		}
+	}
+}
+
+// TestCommandHelp checks that -h after a command, or help before it, prints
+// that command's own help on stdout and exits 0: its synopsis, and each flag
+// with its bounds.
+func TestCommandHelp(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cmd  string
+		want []string
+	}{
+		{"policies", []string{"usage: retries policies\n", "No flags."}},
+		{"schedule", []string{
+			"usage: retries schedule POLICY|all [-attempts N] [-samples K] [-svg FILE]\n",
+			"  -attempts N\n", "(0 to 200)",
+			"  -samples K\n", "K sampled schedules (1 to 100000) (default 10000)",
+			"  -svg FILE\n",
+		}},
+		{"demo", []string{
+			"usage: retries demo [-docs N] [-rate R] [-concurrency C] [-fault-rate F] [-reset-rate F]\n",
+			"  -docs N\n", "(1 to 1000000) (default 2000)",
+			"  -rate R\n", "requests per second (1 to 1000000) (default 500)",
+			"  -concurrency C\n", "(1 to 1024) (default 32)",
+			"  -fault-rate F\n", "(0 to 1) (default 0.002)",
+			"  -reset-rate F\n", "(0 to 1) (default 0.0015)",
+			"at most 3600 s",
+		}},
+	} {
+		var first string
+		for _, args := range [][]string{{tc.cmd, "-h"}, {tc.cmd, "-help"}, {tc.cmd, "--help"}, {"help", tc.cmd}} {
+			code, stdout, stderr := runCmd(t, args...)
+			if code != exitOK || stderr != "" {
+				t.Errorf("run(%q) = %d, stderr %q; want 0 and nothing on stderr", args, code, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stdout, w) {
+					t.Errorf("run(%q) output lacks %q:\n%s", args, w, stdout)
+				}
+			}
+			if first == "" {
+				first = stdout
+			} else if stdout != first {
+				t.Errorf("run(%q) printed a different help than run(%q):\n%s", args, []string{tc.cmd, "-h"}, stdout)
+			}
 		}
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -205,10 +204,6 @@ func runPolicies(args []string, stdout io.Writer) error {
 		rows = append(rows, describePolicy(np))
 	}
 	return writePolicies(stdout, rows)
-}
-
-func newFlagSet(name string) *flag.FlagSet {
-	return flag.NewFlagSet(name, flag.ContinueOnError)
 }
 
 // writePolicies prints the policies table: a summary, what each policy

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -90,12 +91,25 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	return ds[min(max(i, 0), len(ds)-1)]
 }
 
+// scheduleFlags are the schedule command's flags.
+type scheduleFlags struct {
+	upTo, samples int
+	svgFile       string
+}
+
+// addScheduleFlags defines the schedule command's flags on fs, each with
+// its default and bounds, storing into f.
+func addScheduleFlags(fs *flag.FlagSet, f *scheduleFlags) {
+	intVar(fs, &f.upTo, "attempts", 0, 0, maxAttempts, "chart the waits after attempts 1 to `N`; 0: every wait the policy sleeps")
+	intVar(fs, &f.samples, "samples", defaultSamples, 1, maxSamples, "`K` sampled schedules")
+	fs.StringVar(&f.svgFile, "svg", "", "also write an SVG chart to `FILE`")
+}
+
 // runSchedule is the schedule command.
 func runSchedule(args []string, stdout io.Writer) error {
 	fs := newFlagSet("schedule")
-	upTo := fs.Int("attempts", 0, "chart the waits after attempts 1 to N (0: every wait the policy sleeps)")
-	samples := fs.Int("samples", defaultSamples, "sampled schedules")
-	svgFile := fs.String("svg", "", "also write an SVG chart to `FILE`")
+	var f scheduleFlags
+	addScheduleFlags(fs, &f)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -105,14 +119,6 @@ func runSchedule(args []string, stdout io.Writer) error {
 		return usageErrorf("schedule: missing POLICY")
 	case len(pos) > 1:
 		return usageErrorf("schedule: unexpected argument %q", pos[1])
-	case *upTo < 0:
-		return usageErrorf("schedule: -attempts %d: must not be negative", *upTo)
-	case *upTo > maxAttempts:
-		return usageErrorf("schedule: -attempts %d: at most %d", *upTo, maxAttempts)
-	case *samples < 0:
-		return usageErrorf("schedule: -samples %d: must not be negative", *samples)
-	case *samples == 0 || *samples > maxSamples:
-		return usageErrorf("schedule: -samples %d: must be between 1 and %d", *samples, maxSamples)
 	}
 	nps, err := lookupPolicies(pos[0], true)
 	if err != nil {
@@ -120,7 +126,7 @@ func runSchedule(args []string, stdout io.Writer) error {
 	}
 	scheds := make([]schedule, len(nps))
 	for i, np := range nps {
-		scheds[i] = sampleSchedule(np, *upTo, *samples)
+		scheds[i] = sampleSchedule(np, f.upTo, f.samples)
 	}
 	bw := bufio.NewWriter(stdout)
 	for i, sc := range scheds {
@@ -129,12 +135,12 @@ func runSchedule(args []string, stdout io.Writer) error {
 		}
 		writeScheduleText(bw, sc)
 	}
-	if *svgFile != "" {
-		if err := writeSVGFile(*svgFile, scheds); err != nil {
+	if f.svgFile != "" {
+		if err := writeSVGFile(f.svgFile, scheds); err != nil {
 			bw.Flush()
 			return err
 		}
-		fmt.Fprintf(bw, "\nwrote %s\n", *svgFile)
+		fmt.Fprintf(bw, "\nwrote %s\n", f.svgFile)
 	}
 	return bw.Flush()
 }
