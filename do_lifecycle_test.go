@@ -228,3 +228,30 @@ func TestLimiterSignals(t *testing.T) {
 		t.Errorf("Stats() = %+v, want 3 successes, 1 failure, 1 throttle, nothing in flight", s)
 	}
 }
+
+// TestRetriesAllocateNothing checks that a call that fails twice and then
+// succeeds allocates nothing, whatever its wait, when no wait sleeps.
+func TestRetriesAllocateNothing(t *testing.T) {
+	for name, w := range map[string]retries.Wait{
+		"none":         retries.WaitNone(),
+		"fixed 0":      retries.WaitFixed(0),
+		"incrementing": retries.WaitIncrementing(0, 0, 0),
+		"random":       retries.WaitRandom(0, 0),
+		"combine":      retries.WaitCombine(retries.WaitFixed(0), retries.WaitRandom(0, 0)),
+	} {
+		p := retries.New(retries.WithStop(retries.StopAfterAttempt(3)), retries.WithWait(w))
+		ctx := context.Background()
+		allocs := testing.AllocsPerRun(100, func() {
+			n := 0
+			_ = p.Do(ctx, func(context.Context) error {
+				if n++; n < 3 {
+					return errBoom
+				}
+				return nil
+			})
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocations per call, want 0", name, allocs)
+		}
+	}
+}

@@ -11,11 +11,13 @@ import (
 	"time"
 )
 
-// stateless is embedded by the waits and stops that do not read
-// State.Elapsed, to say so.
+// stateless is embedded by the waits that keep no state for one call
+// (start returns nil, so the wait serves every call itself) and by the
+// stops; usesClock reports false unless the embedder defines its own.
 type stateless struct{}
 
 func (stateless) usesClock() bool { return false }
+func (stateless) start() waiter   { return nil }
 
 // addSat adds two durations, saturating at the ends of Duration's range.
 func addSat(a, b time.Duration) time.Duration {

@@ -67,9 +67,12 @@ func (r *retryAfter) bounds(s State) (lo, hi time.Duration) {
 // start gives the wait its own per-call fallback when the fallback keeps
 // state, as the backoff adapter does.
 func (r *retryAfter) start() waiter {
-	fw := r.fallback.begin()
-	if fw == r.fallback.w {
-		return r
+	if r.fallback.w == nil {
+		return nil
+	}
+	fw := r.fallback.w.start()
+	if fw == nil {
+		return nil
 	}
 	return &retryAfter{fallback: Wait{fw}, max: r.max}
 }

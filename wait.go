@@ -34,9 +34,9 @@ type waiter interface {
 	next(s State) (d time.Duration, stop bool)
 	// bounds returns the least and the greatest wait next can return for s.
 	bounds(s State) (lo, hi time.Duration)
-	// start returns the waiter to use for one call to Do: the waiter
-	// itself, unless it keeps state for one call (the backoff adapter).
-	// Waiters must be comparable: callers tell the two cases apart with ==.
+	// start returns a waiter private to one call to Do when the wait keeps
+	// state for a call (the backoff adapter), and nil when the wait itself
+	// can serve every call.
 	start() waiter
 	// usesClock reports whether next reads State.Elapsed, so that Do must
 	// keep it current.
@@ -74,7 +74,10 @@ func (w Wait) begin() waiter {
 	if w.w == nil {
 		return nil
 	}
-	return w.w.start()
+	if pw := w.w.start(); pw != nil {
+		return pw
+	}
+	return w.w
 }
 
 // String describes the wait and its parameters, as in
@@ -112,7 +115,6 @@ type fixed struct {
 }
 
 func (f fixed) next(State) (time.Duration, bool)    { return f.d, false }
-func (f fixed) start() waiter                       { return f }
 func (f fixed) bounds(State) (lo, hi time.Duration) { return f.d, f.d }
 func (f fixed) String() string                      { return fmt.Sprintf("WaitFixed(%v)", f.d) }
 
@@ -134,7 +136,6 @@ type random struct {
 }
 
 func (r random) next(State) (time.Duration, bool)    { return r.at(rand.Float64()), false }
-func (r random) start() waiter                       { return r }
 func (r random) bounds(State) (lo, hi time.Duration) { return r.min, r.max }
 
 // at returns the wait for the uniform draw u in [0, 1].
@@ -161,7 +162,6 @@ type incrementing struct {
 }
 
 func (w incrementing) next(s State) (time.Duration, bool) { return w.at(s), false }
-func (w incrementing) start() waiter                      { return w }
 
 func (w incrementing) at(s State) time.Duration {
 	d := fromNanos(float64(w.first) + float64(w.inc)*float64(s.Attempt-1))
@@ -259,7 +259,6 @@ type expo struct {
 func (w expo) next(s State) (time.Duration, bool)    { return w.at(s), false }
 func (w expo) at(s State) time.Duration              { return w.e.clamp(w.e.high(s.Attempt)) }
 func (w expo) bounds(s State) (lo, hi time.Duration) { d := w.at(s); return d, d }
-func (w expo) start() waiter                         { return w }
 func (w expo) String() string                        { return "WaitExponential(" + w.e.String() + ")" }
 
 // WaitRandomExponential waits a uniformly random duration between e.Min and
@@ -278,7 +277,6 @@ type randExpo struct {
 }
 
 func (w randExpo) next(s State) (time.Duration, bool) { return w.at(s.Attempt, rand.Float64()), false }
-func (w randExpo) start() waiter                      { return w }
 func (w randExpo) bounds(s State) (lo, hi time.Duration) {
 	return w.at(s.Attempt, 0), w.at(s.Attempt, 1)
 }
@@ -312,7 +310,6 @@ type expoJitter struct {
 func (w expoJitter) next(s State) (time.Duration, bool) {
 	return w.at(s.Attempt, rand.Float64()), false
 }
-func (w expoJitter) start() waiter { return w }
 func (w expoJitter) bounds(s State) (lo, hi time.Duration) {
 	return w.at(s.Attempt, 0), w.at(s.Attempt, 1)
 }
@@ -347,7 +344,6 @@ type decorrelated struct {
 func (w decorrelated) next(s State) (time.Duration, bool) {
 	return w.at(s.PrevWait, rand.Float64()), false
 }
-func (w decorrelated) start() waiter { return w }
 func (w decorrelated) bounds(s State) (lo, hi time.Duration) {
 	return w.at(s.PrevWait, 0), w.at(s.PrevWait, 1)
 }
@@ -374,7 +370,6 @@ type golden struct{ stateless }
 func (golden) next(s State) (time.Duration, bool) {
 	return golden{}.at(s.Attempt, rand.Float64()), false
 }
-func (g golden) start() waiter { return g }
 func (golden) bounds(s State) (lo, hi time.Duration) {
 	return golden{}.at(s.Attempt, 0), golden{}.at(s.Attempt, 1)
 }
@@ -451,8 +446,11 @@ func (l *waitList) bounds(s State) (lo, hi time.Duration) {
 func (l *waitList) start() waiter {
 	var parts []Wait
 	for i, p := range l.parts {
-		pw := p.begin()
-		if pw == p.w {
+		if p.w == nil {
+			continue
+		}
+		pw := p.w.start()
+		if pw == nil {
 			continue
 		}
 		if parts == nil {
@@ -461,7 +459,7 @@ func (l *waitList) start() waiter {
 		parts[i] = Wait{pw}
 	}
 	if parts == nil {
-		return l
+		return nil
 	}
 	return &waitList{chain: l.chain, parts: parts}
 }
@@ -487,12 +485,12 @@ func WaitFunc(f func(State) time.Duration) Wait {
 }
 
 type waitFunc struct {
+	stateless
 	f *func(State) time.Duration
 }
 
 func (w waitFunc) next(s State) (time.Duration, bool)    { return max((*w.f)(s), 0), false }
 func (w waitFunc) bounds(s State) (lo, hi time.Duration) { d, _ := w.next(s); return d, d }
-func (w waitFunc) start() waiter                         { return w }
 func (w waitFunc) usesClock() bool                       { return true }
 func (w waitFunc) String() string                        { return "WaitFunc(" + funcName(*w.f) + ")" }
 
@@ -550,7 +548,7 @@ func (r *backOffRun) bounds(s State) (lo, hi time.Duration) {
 	d, _ := r.next(s)
 	return d, d
 }
-func (r *backOffRun) start() waiter   { return r }
+func (r *backOffRun) start() waiter   { return nil }
 func (r *backOffRun) usesClock() bool { return false }
 func (r *backOffRun) String() string  { return r.from.String() }
 
