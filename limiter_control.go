@@ -1,0 +1,263 @@
+package retries
+
+import (
+	"math"
+	"time"
+)
+
+// control is a Limiter's control law: an in-flight limit and a rate limit
+// (a token bucket), both learned from what released permits report. Every
+// method runs with the Limiter's lock held; times are nanoseconds since the
+// Limiter was made.
+//
+// The law, in short:
+//   - Slow start: the in-flight limit starts at initialLimit and grows by
+//     one per success granted at the limit (so it doubles every round trip
+//     while it binds) until the first backpressure or a rise in latency.
+//   - Rate: off until the first backpressure, which turns it on at 0.9 ×
+//     the rate the server was seen to admit. Then each backpressure for an
+//     attempt sent since the last cut cuts it by rateCut (more while the
+//     share of backpressure is high), and each success sent while the rate
+//     bound raises it by rateGrow (more the longer since the last
+//     backpressure): about rateGrow/(rateGrow+rateCut) ≈ 2 % of attempts
+//     meet backpressure at equilibrium, with a sawtooth of a few %.
+//   - In flight: backpressure for an attempt sent at the limit cuts the
+//     limit to 0.9 × the attempts then in flight, once per round trip (a
+//     concurrency wall); a success at the limit raises it by limitGrow/limit
+//     (limitGrow per round trip) while the smoothed latency stays within
+//     1.5 × its baseline, holds it above that, and lowers it above 2 × (a
+//     queue is building in the server).
+//   - Baseline: the minimum latency seen, drifting up towards the smoothed
+//     latency with a time constant of baseDrift, so that it cannot stick
+//     low after the server's latency really changed.
+//
+// Neither limit grows while it does not bind, so an idle Limiter does not
+// run away; the rate is also capped at twice the admitted rate.
+type control struct {
+	limit, maxLimit float64
+	slowStart       bool
+
+	rate, minRate float64 // attempts per second; rate 0 means no rate limit
+	tokens        float64
+	tokAt         int64
+
+	srtt, base float64 // nanoseconds
+	baseAt     int64
+	samples    int
+
+	est        float64 // attempts admitted per second, smoothed
+	estAt      int64
+	estTotal   int64 // admitted attempts counted at estAt
+	total      int64 // admitted attempts so far
+	estFrom    int64
+	estKnown   bool
+	estStarted bool
+
+	lastCong, lastLimitCut, lastRateCut int64
+	share                               float64 // smoothed share of backpressure
+}
+
+const (
+	initialLimit   = 4
+	minLimit       = 1
+	limitGrow      = 0.25 // per round trip, while the in-flight limit binds
+	limitCut       = 0.9
+	rateGrow       = 0.0004 // per success, while the rate binds
+	rateCut        = 0.02   // per backpressure
+	rateProbe      = 0.05   // extra growth per second, so a low rate recovers
+	rateBurst      = 5 * time.Millisecond
+	congestedRatio = 1.5 // smoothed latency over baseline: hold growth
+	queuedRatio    = 2.0 // smoothed latency over baseline: shrink
+	baseDrift      = 30 * time.Second
+	estBucket      = 50 * time.Millisecond
+	estWindow      = 250 * time.Millisecond
+	minSamples     = 16
+)
+
+func (c *control) init(cfg LimiterConfig) {
+	c.maxLimit = float64(cfg.MaxInFlight)
+	c.limit = min(initialLimit, c.maxLimit)
+	c.slowStart = true
+	c.minRate = cfg.MinRate
+}
+
+// cap returns the in-flight limit as a count.
+func (c *control) cap() int { return max(1, int(c.limit)) }
+
+// tokensAt refills the bucket up to now and returns its tokens; without a
+// rate limit there is always a token.
+func (c *control) tokensAt(now int64) float64 {
+	if c.rate == 0 {
+		return math.Inf(1)
+	}
+	if dt := now - c.tokAt; dt > 0 {
+		c.tokens = min(c.burst(), c.tokens+c.rate*float64(dt)/1e9)
+		c.tokAt = now
+	}
+	return c.tokens
+}
+
+// burst is the bucket's size: the tokens of rateBurst, at least one.
+func (c *control) burst() float64 { return max(1, c.rate*rateBurst.Seconds()) }
+
+// take spends a token and reports whether the bucket is then empty (the
+// rate binds).
+func (c *control) take() bool {
+	if c.rate == 0 {
+		return false
+	}
+	c.tokens--
+	return c.tokens < 1
+}
+
+func (c *control) refund() {
+	if c.rate > 0 {
+		c.tokens = min(c.burst(), c.tokens+1)
+	}
+}
+
+// untilToken returns the nanoseconds until the bucket holds a token.
+func (c *control) untilToken(now int64) int64 {
+	if c.rate == 0 {
+		return 0
+	}
+	need := 1 - c.tokensAt(now)
+	if need <= 0 {
+		return 0
+	}
+	return int64(math.Ceil(need/c.rate*1e9)) + 1
+}
+
+// admitted records total, the attempts the server has admitted so far, at
+// now, and keeps the smoothed admitted rate.
+func (c *control) admitted(now, total int64) {
+	c.total = total
+	if !c.estStarted {
+		c.estStarted, c.estAt, c.estFrom, c.estTotal = true, now, now, total
+		return
+	}
+	dt := now - c.estAt
+	if dt < int64(estBucket) {
+		return
+	}
+	inst := float64(total-c.estTotal) / (float64(dt) / 1e9)
+	if !c.estKnown {
+		c.est, c.estKnown = inst, true
+	} else {
+		a := float64(dt) / float64(dt+int64(estWindow))
+		c.est += a * (inst - c.est)
+	}
+	c.estAt, c.estTotal = now, total
+}
+
+// admittedRate returns the smoothed admitted rate, or the rate since the
+// first admission while no bucket has completed.
+func (c *control) admittedRate(now int64) float64 {
+	if c.estKnown {
+		return c.est
+	}
+	if c.estStarted && now-c.estFrom > int64(time.Millisecond) {
+		return float64(c.total-c.estTotal) / (float64(now-c.estFrom) / 1e9)
+	}
+	return 0
+}
+
+// observe takes a latency sample of a successful attempt.
+func (c *control) observe(lat float64, now int64) {
+	lat = max(lat, 1)
+	c.samples++
+	if c.srtt == 0 {
+		c.srtt, c.base, c.baseAt = lat, lat, now
+		return
+	}
+	c.srtt += (lat - c.srtt) / 16
+	if lat < c.base {
+		c.base = lat
+	} else if c.srtt > c.base {
+		f := min(1, float64(now-c.baseAt)/float64(baseDrift))
+		c.base += (c.srtt - c.base) * f
+	}
+	c.baseAt = now
+}
+
+// latency reports how the smoothed latency compares with its baseline.
+func (c *control) latency() (congested, queued bool) {
+	if c.samples < minSamples {
+		return false, false
+	}
+	return c.srtt > congestedRatio*c.base, c.srtt > queuedRatio*c.base
+}
+
+// accel returns the growth multiplier: 1 right after a congestion signal,
+// rising with the square of the seconds since.
+func (c *control) accel(now int64) float64 {
+	s := float64(now-c.lastCong) / 1e9
+	return 1 + min(100, s*s)
+}
+
+// learn updates the limits with what permit p reported at now.
+func (c *control) learn(p Permit, s Signal, now int64) {
+	switch s {
+	case SignalSuccess:
+		if p.start != 0 {
+			c.observe(float64(now-(p.start-1)), now)
+		}
+		c.share -= c.share / 64
+		c.onSuccess(p, now)
+	case SignalBackpressure:
+		c.share += (1 - c.share) / 64
+		c.onBackpressure(p, now)
+	}
+}
+
+func (c *control) onSuccess(p Permit, now int64) {
+	cong, queue := c.latency()
+	if cong {
+		c.lastCong = now
+		c.slowStart = false
+	}
+	accel := c.accel(now)
+	if p.flags&permitBoundL != 0 {
+		switch {
+		case c.slowStart:
+			c.limit++
+		case queue:
+			floor := minLimit + 1.25*c.admittedRate(now)*c.base/1e9 // what the admitted rate needs at the baseline latency, and some
+			if c.limit > floor {
+				c.limit = max(floor, c.limit-0.5/c.limit)
+			}
+		case !cong:
+			c.limit += limitGrow / c.limit * accel
+		}
+		c.limit = min(max(c.limit, minLimit), c.maxLimit)
+	}
+	if c.rate > 0 && p.flags&permitBoundR != 0 && !cong {
+		c.rate *= 1 + rateGrow*accel + rateProbe/c.rate
+		c.rate = min(c.rate, max(2*c.admittedRate(now), 2*c.minRate))
+	}
+}
+
+func (c *control) onBackpressure(p Permit, now int64) {
+	c.lastCong = now
+	c.slowStart = false
+	sent := p.start - 1 // -1 when untimed: then it was sent before any cut
+	if p.flags&permitBoundL != 0 && sent >= c.lastLimitCut {
+		c.limit = max(minLimit, min(c.limit, float64(p.n))*limitCut)
+		c.lastLimitCut = now
+	}
+	if c.rate == 0 {
+		r := 0.9 * c.admittedRate(now)
+		if r == 0 && c.srtt > 0 {
+			r = float64(p.n) / (c.srtt / 1e9) / 2
+		}
+		c.rate = max(c.minRate, r)
+		c.tokens, c.tokAt, c.lastRateCut = 0, now, now
+		return
+	}
+	if sent >= c.lastRateCut && (p.flags&permitBoundL == 0 || p.flags&permitBoundR != 0) {
+		cut := min(0.5, rateCut+0.3*c.share*c.share)
+		c.rate = max(c.minRate, c.rate*(1-cut))
+		c.tokens = min(c.tokens, c.burst())
+		c.lastRateCut = now
+	}
+}
