@@ -53,21 +53,26 @@ type control struct {
 	estKnown   bool
 	estStarted bool
 
-	lastCong, lastLimitCut, lastRateCut int64
-	share                               float64 // smoothed share of backpressure
+	wall      wall
+	wallAt    int // the wall's in-flight count, 0 if none
+	wallCheck int // successes until the wall is looked at again
+
+	lastCong, lastRateCut int64
+	share                 float64 // smoothed share of backpressure
 }
 
 const (
 	initialLimit   = 4
 	minLimit       = 1
-	limitGrow      = 0.25 // per round trip, while the in-flight limit binds
-	limitCut       = 0.9
+	limitGrow      = 0.25   // per round trip, while the in-flight limit binds
+	limitCut       = 0.9    // the in-flight limit on leaving slow start, × the count in flight
 	rateGrow       = 0.0004 // per success, while the rate binds
 	rateCut        = 0.02   // per backpressure
 	rateProbe      = 0.05   // extra growth per second, so a low rate recovers
 	rateBurst      = 5 * time.Millisecond
-	congestedRatio = 1.5 // smoothed latency over baseline: hold growth
-	queuedRatio    = 2.0 // smoothed latency over baseline: shrink
+	congestedRatio = 1.5              // smoothed latency over baseline: hold growth
+	queuedRatio    = 2.0              // smoothed latency over baseline: shrink
+	latencySlack   = time.Millisecond // and over baseline by this much (2× for shrink), so that jitter below a millisecond is not a queue
 	baseDrift      = 30 * time.Second
 	estBucket      = 50 * time.Millisecond
 	estWindow      = 250 * time.Millisecond
@@ -100,14 +105,15 @@ func (c *control) tokensAt(now int64) float64 {
 // burst is the bucket's size: the tokens of rateBurst, at least one.
 func (c *control) burst() float64 { return max(1, c.rate*rateBurst.Seconds()) }
 
-// take spends a token and reports whether the bucket is then empty (the
-// rate binds).
+// take spends a token and reports whether the bucket was less than full:
+// calls are drawing on it as fast as it fills, so the rate binds.
 func (c *control) take() bool {
 	if c.rate == 0 {
 		return false
 	}
+	bound := c.tokens < c.burst()-0.5
 	c.tokens--
-	return c.tokens < 1
+	return bound
 }
 
 func (c *control) refund() {
@@ -185,7 +191,8 @@ func (c *control) latency() (congested, queued bool) {
 	if c.samples < minSamples {
 		return false, false
 	}
-	return c.srtt > congestedRatio*c.base, c.srtt > queuedRatio*c.base
+	return c.srtt > congestedRatio*c.base+float64(latencySlack),
+		c.srtt > queuedRatio*c.base+2*float64(latencySlack)
 }
 
 // accel returns the growth multiplier: 1 right after a congestion signal,
@@ -221,7 +228,7 @@ func (c *control) onSuccess(p Permit, now int64) {
 		switch {
 		case c.slowStart:
 			c.limit++
-		case queue:
+		case queue && p.flags&permitBoundR == 0:
 			floor := minLimit + 1.25*c.admittedRate(now)*c.base/1e9 // what the admitted rate needs at the baseline latency, and some
 			if c.limit > floor {
 				c.limit = max(floor, c.limit-0.5/c.limit)
@@ -231,6 +238,12 @@ func (c *control) onSuccess(p Permit, now int64) {
 		}
 		c.limit = min(max(c.limit, minLimit), c.maxLimit)
 	}
+	c.wall.record(p.n, false, now)
+	if c.wallCheck--; c.wallCheck <= 0 {
+		c.wallCheck = 64
+		c.wallAt = c.wall.at(c.share, now)
+	}
+	c.capAtWall()
 	if c.rate > 0 && p.flags&permitBoundR != 0 && !cong {
 		c.rate *= 1 + rateGrow*accel + rateProbe/c.rate
 		c.rate = min(c.rate, max(2*c.admittedRate(now), 2*c.minRate))
@@ -239,12 +252,14 @@ func (c *control) onSuccess(p Permit, now int64) {
 
 func (c *control) onBackpressure(p Permit, now int64) {
 	c.lastCong = now
-	c.slowStart = false
 	sent := p.start - 1 // -1 when untimed: then it was sent before any cut
-	if p.flags&permitBoundL != 0 && sent >= c.lastLimitCut {
+	if c.slowStart {
+		c.slowStart = false
 		c.limit = max(minLimit, min(c.limit, float64(p.n))*limitCut)
-		c.lastLimitCut = now
 	}
+	c.wall.record(p.n, true, now)
+	c.wallAt = c.wall.at(c.share, now)
+	c.capAtWall()
 	if c.rate == 0 {
 		r := 0.9 * c.admittedRate(now)
 		if r == 0 && c.srtt > 0 {
@@ -254,10 +269,17 @@ func (c *control) onBackpressure(p Permit, now int64) {
 		c.tokens, c.tokAt, c.lastRateCut = 0, now, now
 		return
 	}
-	if sent >= c.lastRateCut && (p.flags&permitBoundL == 0 || p.flags&permitBoundR != 0) {
+	if sent >= c.lastRateCut && (c.wallAt == 0 || int(p.n) < c.wallAt) {
 		cut := min(0.5, rateCut+0.3*c.share*c.share)
 		c.rate = max(c.minRate, c.rate*(1-cut))
 		c.tokens = min(c.tokens, c.burst())
 		c.lastRateCut = now
+	}
+}
+
+// capAtWall keeps the in-flight limit just under a known wall.
+func (c *control) capAtWall() {
+	if c.wallAt > 0 {
+		c.limit = max(minLimit, min(c.limit, float64(c.wallAt)-0.5))
 	}
 }
