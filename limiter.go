@@ -148,6 +148,7 @@ type queued struct {
 	ch         chan struct{} // one send when granted
 	prev, next *queued
 	granted    bool
+	paced      bool // it waited for the rate limit's next token
 	permit     Permit
 }
 
@@ -164,7 +165,7 @@ func (l *Limiter) newQueued() *queued {
 
 // putQueued resets w and puts it on l's free list. l.mu is held.
 func (l *Limiter) putQueued(w *queued) {
-	w.prev, w.granted, w.permit = nil, false, Permit{}
+	w.prev, w.granted, w.paced, w.permit = nil, false, false, Permit{}
 	w.next, l.free = l.free, w
 }
 
@@ -203,7 +204,7 @@ func (l *Limiter) acquireSlow(ctx context.Context) (Permit, error) {
 	l.mu.Lock()
 	now := l.now()
 	if l.head == nil && l.grantable(now) {
-		p := l.grant(now)
+		p := l.grant(now, false)
 		l.updateFast()
 		l.mu.Unlock()
 		return p, nil
@@ -278,14 +279,15 @@ func (l *Limiter) grantable(now int64) bool {
 	return l.ctl.tokensAt(now) >= 1
 }
 
-// grant takes a permit. l.mu is held.
-func (l *Limiter) grant(now int64) Permit {
+// grant takes a permit for a call that waited for the rate limit's token,
+// or not. l.mu is held.
+func (l *Limiter) grant(now int64, paced bool) Permit {
 	n := uint32(l.word.Add(1) & wordMask)
 	p := Permit{l: l, start: now + 1, n: n}
 	if int(n) >= l.ctl.cap() {
 		p.flags |= permitBoundL
 	}
-	if l.ctl.take() {
+	if l.ctl.take() || paced {
 		p.flags |= permitBoundR
 	}
 	return p
@@ -298,12 +300,12 @@ func (l *Limiter) dispatch(now int64) {
 	for l.head != nil && l.grantable(now) {
 		w := l.head
 		l.remove(w)
-		w.permit, w.granted = l.grant(now), true
+		w.permit, w.granted = l.grant(now, w.paced), true
 		w.ch <- struct{}{}
 	}
 	if l.head != nil && l.inFlight() < l.ctl.cap() {
 		if d := l.ctl.untilToken(now); d > 0 && !l.armed {
-			l.armed = true
+			l.armed, l.head.paced = true, true
 			if l.timer == nil {
 				l.timer = time.AfterFunc(time.Duration(d), l.tick)
 			} else {

@@ -57,8 +57,8 @@ type control struct {
 	wallAt    int // the wall's in-flight count, 0 if none
 	wallCheck int // successes until the wall is looked at again
 
-	lastCong, lastRateCut int64
-	share                 float64 // smoothed share of backpressure
+	lastCong, lastRateCut, lastGrow int64
+	share                           float64 // smoothed share of backpressure
 }
 
 const (
@@ -245,9 +245,13 @@ func (c *control) onSuccess(p Permit, now int64) {
 	}
 	c.capAtWall()
 	if c.rate > 0 && p.flags&permitBoundR != 0 && !cong {
-		c.rate *= 1 + rateGrow*accel + rateProbe/c.rate
+		// Per success, so that the share of backpressure does not depend
+		// on the rate, and per second, so that a low rate recovers.
+		dt := min(float64(now-c.lastGrow)/1e9, 1)
+		c.rate *= 1 + rateGrow*accel + rateProbe*dt*(accel-1)
 		c.rate = min(c.rate, max(2*c.admittedRate(now), 2*c.minRate))
 	}
+	c.lastGrow = now
 }
 
 func (c *control) onBackpressure(p Permit, now int64) {
