@@ -60,21 +60,25 @@ type LimiterConfig struct {
 // Limiter paces the attempts of many calls to one server, learning the
 // server's capacity from what the attempts report: it limits both the
 // attempts in flight and, once the server has pushed back, the attempts per
-// second. Attach it to a [Policy] with [WithLimiter], or call
-// [Limiter.Acquire] before each attempt and [Permit.Release] after it.
+// second, so that it can hold a server that answers in a millisecond to
+// fewer than one attempt in flight. Attach it to a [Policy] with
+// [WithLimiter], or call [Limiter.Acquire] before each attempt and
+// [Permit.Release] after it.
 //
-// A Limiter starts with a few attempts in flight and no rate limit, and
-// doubles the in-flight limit every round trip while it binds (slow
-// start). Backpressure turns on a rate limit at the rate the server was
-// seen to admit; after that each backpressure signal cuts the rate a
-// little and each success while the rate binds raises it a little, so that
-// about 2 % of attempts meet backpressure. Latency rising above its recent
-// minimum (a queue building in the server) stops growth before the server
-// pushes back. The README's "Adaptive limiter" section gives the numbers.
+// A Limiter starts with 4 attempts in flight and no rate limit, and doubles
+// the in-flight limit every round trip while it binds (slow start).
+// Backpressure turns a rate limit on at the rate the server was seen to
+// admit; after that the rate settles where about 2 % of attempts meet
+// backpressure. Latency rising above its recent minimum (a queue building
+// in the server) holds growth before the server pushes back, and
+// backpressure that appears only above some count in flight (a concurrency
+// wall) caps the in-flight limit just below it. Neither limit grows while
+// it does not bind. The README's "Adaptive limiter" section gives the
+// control law.
 //
-// Waiters are served in order (FIFO), and a waiter whose context ends
-// leaves at once with the context's error. A Limiter is safe for
-// concurrent use by multiple goroutines; share one per server.
+// Calls are served in order (FIFO), and a waiter whose context ends leaves
+// at once with the context's error. A Limiter is safe for concurrent use by
+// multiple goroutines; share one per server.
 type Limiter struct {
 	// Read without the lock, on the fast path.
 	word    atomic.Uint64 // low wordBits: permits held; above: successes not yet drained
@@ -89,8 +93,7 @@ type Limiter struct {
 	tail   *queued
 	free   *queued // queued calls to reuse
 	nwait  int
-	timer  *time.Timer // the single pacing timer, for the head waiter's token
-	armed  bool
+	armed  *queued // the head waiter, when its timer is set for its token
 	ctl    control
 	counts struct{ successes, throttles, failures int64 }
 }
@@ -146,6 +149,7 @@ const (
 // queued is a call waiting in Acquire.
 type queued struct {
 	ch         chan struct{} // one send when granted
+	timer      *time.Timer   // set, at the head of the queue, for the rate limit's next token
 	prev, next *queued
 	granted    bool
 	paced      bool // it waited for the rate limit's next token
@@ -160,7 +164,9 @@ func (l *Limiter) newQueued() *queued {
 		l.free, w.next = w.next, nil
 		return w
 	}
-	return &queued{ch: make(chan struct{}, 1)}
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &queued{ch: make(chan struct{}, 1), timer: t}
 }
 
 // putQueued resets w and puts it on l's free list. l.mu is held.
@@ -211,17 +217,30 @@ func (l *Limiter) acquireSlow(ctx context.Context) (Permit, error) {
 	}
 	w := l.newQueued()
 	l.enqueue(w)
-	l.dispatch(now) // arm the pacing timer if w is the head
+	l.dispatch(now) // set w's timer if w is the head and waits for a token
 	l.mu.Unlock()
 
-	select {
-	case <-w.ch:
-		l.mu.Lock()
-		p := w.permit
-		l.putQueued(w)
-		l.mu.Unlock()
-		return p, nil
-	case <-ctx.Done():
+	for {
+		select {
+		case <-w.ch:
+			l.mu.Lock()
+			p := w.permit
+			l.putQueued(w)
+			l.mu.Unlock()
+			return p, nil
+		case <-w.timer.C:
+			// At the head of the queue, with its token due: the waiter
+			// paces itself, so the Limiter needs no goroutine of its own.
+			l.mu.Lock()
+			if l.armed == w {
+				l.armed = nil
+			}
+			l.dispatch(l.now())
+			l.mu.Unlock()
+			continue
+		case <-ctx.Done():
+		}
+		break
 	}
 	l.mu.Lock()
 	if w.granted {
@@ -264,6 +283,10 @@ func (l *Limiter) remove(w *queued) {
 		l.tail = w.prev
 	}
 	w.prev, w.next = nil, nil
+	if l.armed == w {
+		w.timer.Stop()
+		l.armed = nil
+	}
 	l.nwait--
 	l.waiting.Store(int32(l.nwait))
 }
@@ -294,7 +317,7 @@ func (l *Limiter) grant(now int64, paced bool) Permit {
 }
 
 // dispatch grants permits to the waiters at the head of the queue while it
-// may, and arms the pacing timer when the head waits for the rate limit's
+// may, and sets the head waiter's timer when it waits for the rate limit's
 // next token. l.mu is held.
 func (l *Limiter) dispatch(now int64) {
 	for l.head != nil && l.grantable(now) {
@@ -303,25 +326,22 @@ func (l *Limiter) dispatch(now int64) {
 		w.permit, w.granted = l.grant(now, w.paced), true
 		w.ch <- struct{}{}
 	}
+	var due int64
 	if l.head != nil && l.inFlight() < l.ctl.cap() {
-		if d := l.ctl.untilToken(now); d > 0 && !l.armed {
-			l.armed, l.head.paced = true, true
-			if l.timer == nil {
-				l.timer = time.AfterFunc(time.Duration(d), l.tick)
-			} else {
-				l.timer.Reset(time.Duration(d))
-			}
+		due = l.ctl.untilToken(now)
+	}
+	switch {
+	case due > 0 && l.armed != l.head:
+		if l.armed != nil {
+			l.armed.timer.Stop()
 		}
+		l.armed, l.head.paced = l.head, true
+		l.head.timer.Reset(time.Duration(due))
+	case due == 0 && l.armed != nil:
+		l.armed.timer.Stop()
+		l.armed = nil
 	}
 	l.updateFast()
-}
-
-// tick runs when the head waiter's token is due.
-func (l *Limiter) tick() {
-	l.mu.Lock()
-	l.armed = false
-	l.dispatch(l.now())
-	l.mu.Unlock()
 }
 
 // updateFast opens the fast path while no one waits, no rate limit is on,

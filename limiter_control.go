@@ -12,27 +12,32 @@ import (
 //
 // The law, in short:
 //   - Slow start: the in-flight limit starts at initialLimit and grows by
-//     one per success granted at the limit (so it doubles every round trip
-//     while it binds) until the first backpressure or a rise in latency.
+//     one per success granted at the limit (it doubles every round trip
+//     while it binds) until the first backpressure, which cuts it to
+//     limitCut × the count then in flight, or a rise in latency.
 //   - Rate: off until the first backpressure, which turns it on at 0.9 ×
-//     the rate the server was seen to admit. Then each backpressure for an
-//     attempt sent since the last cut cuts it by rateCut (more while the
-//     share of backpressure is high), and each success sent while the rate
-//     bound raises it by rateGrow (more the longer since the last
-//     backpressure): about rateGrow/(rateGrow+rateCut) ≈ 2 % of attempts
-//     meet backpressure at equilibrium, with a sawtooth of a few %.
-//   - In flight: backpressure for an attempt sent at the limit cuts the
-//     limit to 0.9 × the attempts then in flight, once per round trip (a
-//     concurrency wall); a success at the limit raises it by limitGrow/limit
-//     (limitGrow per round trip) while the smoothed latency stays within
-//     1.5 × its baseline, holds it above that, and lowers it above 2 × (a
-//     queue is building in the server).
-//   - Baseline: the minimum latency seen, drifting up towards the smoothed
-//     latency with a time constant of baseDrift, so that it cannot stick
-//     low after the server's latency really changed.
-//
-// Neither limit grows while it does not bind, so an idle Limiter does not
-// run away; the rate is also capped at twice the admitted rate.
+//     the admitted rate. Each later backpressure for an attempt sent since
+//     the last cut (so at most one cut per round trip) cuts it by rateCut,
+//     more while the share of backpressure is high; each success granted
+//     while the rate binds raises it by rateGrow × accel, plus rateProbe ×
+//     (accel−1) per second, where accel = 1 + (seconds since the last
+//     congestion signal)², up to 101. So about rateGrow/(rateGrow+rateCut)
+//     ≈ 2 % of attempts meet backpressure at equilibrium, with a sawtooth
+//     of a few %, and a rate cut to its floor recovers in seconds.
+//   - Latency: smoothed latency above congestedRatio × its baseline plus
+//     latencySlack holds growth of both limits; above queuedRatio × (plus
+//     twice the slack) the in-flight limit shrinks, by half an attempt per
+//     round trip, down to what the admitted rate needs at the baseline. The
+//     baseline is the minimum latency seen, drifting up towards the
+//     smoothed latency with a time constant of baseDrift, so that it cannot
+//     stick low after the server's latency really changed.
+//   - Wall: a share of backpressure that steps up at some count in flight
+//     (see wall) caps the in-flight limit half an attempt below it, and
+//     backpressure at or above the wall does not cut the rate.
+//   - Growth: the in-flight limit grows by limitGrow/limit × accel per
+//     success granted at the limit, while latency is normal; the rate is
+//     capped at twice the admitted rate. Neither grows while it does not
+//     bind, so an idle Limiter does not run away.
 type control struct {
 	limit, maxLimit float64
 	slowStart       bool
