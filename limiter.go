@@ -77,8 +77,9 @@ type LimiterConfig struct {
 // control law.
 //
 // Calls are served in order (FIFO), and a waiter whose context ends leaves
-// at once with the context's error. A Limiter is safe for concurrent use by
-// multiple goroutines; share one per server.
+// at once with the context's error. The zero Limiter is usable, as
+// NewLimiter(LimiterConfig{}). A Limiter is safe for concurrent use by
+// multiple goroutines; share one per server, and do not copy it.
 type Limiter struct {
 	// Read without the lock, on the fast path.
 	word    atomic.Uint64 // low wordBits: permits held; above: successes not yet drained
@@ -117,6 +118,20 @@ func NewLimiter(c LimiterConfig) *Limiter {
 	if !(c.MinRate >= 0) || c.MinRate > 1e12 {
 		panic(fmt.Sprintf("retries: NewLimiter: MinRate %v is not a finite number ≥ 0", c.MinRate))
 	}
+	l := &Limiter{cfg: c}
+	l.mu.Lock()
+	l.init()
+	l.mu.Unlock()
+	return l
+}
+
+// init fills in the defaults, once: NewLimiter calls it, and so does the
+// first call that takes the lock of a zero Limiter. l.mu is held.
+func (l *Limiter) init() {
+	if l.ctl.maxLimit != 0 {
+		return
+	}
+	c := &l.cfg
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = 256
 	}
@@ -124,10 +139,9 @@ func NewLimiter(c LimiterConfig) *Limiter {
 	if c.MinRate == 0 {
 		c.MinRate = 1
 	}
-	l := &Limiter{cfg: c, epoch: time.Now()}
-	l.ctl.init(c)
+	l.epoch = time.Now()
+	l.ctl.init(*c)
 	l.updateFast()
-	return l
 }
 
 // Permit is the permission to make one attempt, from [Limiter.Acquire].
@@ -208,6 +222,7 @@ func (l *Limiter) acquireSlow(ctx context.Context) (Permit, error) {
 		return Permit{}, err
 	}
 	l.mu.Lock()
+	l.init()
 	now := l.now()
 	if l.head == nil && l.grantable(now) {
 		p := l.grant(now, false)
@@ -438,6 +453,7 @@ type LimiterStats struct {
 func (l *Limiter) Stats() LimiterStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.init()
 	w := l.word.Load()
 	l.drain(w)
 	return LimiterStats{

@@ -358,6 +358,25 @@ func TestLimiterNoAllocs(t *testing.T) {
 	}
 }
 
+// TestLimiterZero checks that the zero Limiter works as NewLimiter's
+// default.
+func TestLimiterZero(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var l retries.Limiter
+		for range 10 {
+			p, err := l.Acquire(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Release(retries.SignalSuccess)
+		}
+		if s := l.Stats(); s.Successes != 10 || s.Limit != 4 {
+			t.Errorf("Stats() = %+v, want 10 successes and the initial limit of 4", s)
+		}
+	})
+}
+
 // TestNewLimiterPanics checks that impossible configurations panic at
 // construction.
 func TestNewLimiterPanics(t *testing.T) {
