@@ -194,10 +194,16 @@ func (l *Limiter) now() int64 { return int64(time.Since(l.epoch)) }
 
 // Acquire blocks until an attempt may start or ctx ends, and returns the
 // permission to make it. Calls are granted in the order they arrive. When
-// ctx ends first, Acquire returns ctx's error and leaves nothing behind.
-// Like [golang.org/x/sync/semaphore.Weighted.Acquire], it may grant a
-// permit without blocking even when ctx is already done.
+// ctx ends first, or has ended already, Acquire returns ctx's error and
+// leaves nothing behind.
 func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
+	if done := ctx.Done(); done != nil {
+		select {
+		case <-done:
+			return Permit{}, ctx.Err()
+		default:
+		}
+	}
 	// Fast path: far below the in-flight limit, with no rate limit and no
 	// one waiting, a permit is one compare-and-swap and reads no clock.
 	for {
@@ -218,9 +224,6 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 }
 
 func (l *Limiter) acquireSlow(ctx context.Context) (Permit, error) {
-	if err := ctx.Err(); err != nil {
-		return Permit{}, err
-	}
 	l.mu.Lock()
 	l.init()
 	now := l.now()

@@ -240,6 +240,21 @@ func TestLimiterCancel(t *testing.T) {
 	}
 }
 
+// TestLimiterDoneContext checks that Acquire with a context that has
+// already ended returns its error at once, even with a permit free.
+func TestLimiterDoneContext(t *testing.T) {
+	t.Parallel()
+	l := retries.NewLimiter(retries.LimiterConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.Acquire(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Acquire(done ctx) = %v, want %v", err, context.Canceled)
+	}
+	if s := l.Stats(); s.InFlight != 0 {
+		t.Errorf("Stats().InFlight = %d, want 0", s.InFlight)
+	}
+}
+
 // TestLimiterCancelUnderLoad cancels many waiters at random while 64
 // workers run against a server, and checks that no permit or waiter is
 // left behind.
@@ -391,4 +406,26 @@ func TestNewLimiterPanics(t *testing.T) {
 			retries.NewLimiter(c)
 		}()
 	}
+}
+
+// TestLimiterHoldsOnLatency runs 64 workers against a server with 12 slots
+// of 8 ms and a queue of 1000: it never pushes back, so only rising latency
+// can tell the limiter to stop growing. The queue must stay short and the
+// throughput at capacity.
+func TestLimiterHoldsOnLatency(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		l := retries.NewLimiter(retries.LimiterConfig{})
+		r := drive(t, l, &slotServer{k: 12, queue: 1000, service: 8 * time.Millisecond, net: time.Millisecond}, 64, 20, nil)
+		perSecond, _ := r.share(5, 20)
+		var maxInFlight int
+		for _, s := range r.stats[5:] {
+			maxInFlight = max(maxInFlight, s.InFlight)
+		}
+		// 12 in service, 12 × 1 ms / 8 ms on the network, and a short queue
+		if perSecond < 0.97*1500 || maxInFlight > 40 {
+			r.log(t)
+			t.Errorf("after 5 s: %.0f/s and up to %d in flight; want ≥ 1455/s and ≤ 40 (64 workers would queue 50)", perSecond, maxInFlight)
+		}
+	})
 }
