@@ -42,9 +42,9 @@ func (s Signal) String() string {
 	return fmt.Sprintf("Signal(%d)", uint8(s))
 }
 
-// LimiterConfig configures a [Limiter]. The zero value is usable: no cap
-// but the default on attempts in flight, the default backpressure, and a
-// floor of one attempt a second.
+// LimiterConfig configures a [Limiter]. The zero value is usable: at most
+// 256 attempts in flight, the default backpressure, and a floor of one
+// attempt a second.
 type LimiterConfig struct {
 	// MaxInFlight caps the attempts in flight. Zero means 256; values
 	// above 1<<20 mean 1<<20.
