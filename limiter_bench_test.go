@@ -27,7 +27,7 @@ func BenchmarkLimiter(b *testing.B) {
 	b.Run("goroutines=64", func(b *testing.B) {
 		l := retries.NewLimiter(retries.LimiterConfig{})
 		b.ReportAllocs()
-		b.SetParallelism(max(1, 64/runtimeProcs())) // 64 goroutines
+		b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0))) // 64 goroutines
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				p, err := l.Acquire(ctx)
@@ -50,5 +50,3 @@ func BenchmarkDoLimiter(b *testing.B) {
 		benchDo(b, p.Copy(retries.WithLimiter(retries.NewLimiter(retries.LimiterConfig{}))), 1)
 	})
 }
-
-func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
