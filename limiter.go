@@ -1,12 +1,11 @@
 package retries
 
-// PLACEHOLDER: a fixed-concurrency stand-in with the agreed API, to be
-// replaced by the adaptive limiter. Not documented as final.
-
 import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Signal is what an attempt tells a [Limiter] about the server when its
@@ -28,23 +27,411 @@ const (
 	SignalFailure
 )
 
-// LimiterConfig configures a [Limiter]. The zero value is usable.
+// String returns the signal's name, as in "SignalSuccess".
+func (s Signal) String() string {
+	switch s {
+	case SignalIgnore:
+		return "SignalIgnore"
+	case SignalSuccess:
+		return "SignalSuccess"
+	case SignalBackpressure:
+		return "SignalBackpressure"
+	case SignalFailure:
+		return "SignalFailure"
+	}
+	return fmt.Sprintf("Signal(%d)", uint8(s))
+}
+
+// LimiterConfig configures a [Limiter]. The zero value is usable: at most
+// 256 attempts in flight, the default backpressure, and a floor of one
+// attempt a second.
 type LimiterConfig struct {
-	// MaxInFlight caps the attempts in flight. Zero means 256.
+	// MaxInFlight caps the attempts in flight. Zero means 256; values
+	// above 1<<20 mean 1<<20.
 	MaxInFlight int
 	// Backpressure matches the outcomes that ask the client to slow down.
 	// The zero Predicate means a 429, or a 503 with a Retry-After header.
 	Backpressure Predicate
+	// MinRate is the floor, in attempts per second, below which
+	// backpressure never pushes the rate. Zero means 1.
+	MinRate float64
 }
 
-// Limiter is an adaptive limiter shared by many calls.
+// Limiter paces the attempts of many calls to one server, learning the
+// server's capacity from what the attempts report: it limits both the
+// attempts in flight and, once the server has pushed back, the attempts per
+// second, so that it can hold a server that answers in a millisecond to
+// fewer than one attempt in flight. Attach it to a [Policy] with
+// [WithLimiter], or call [Limiter.Acquire] before each attempt and
+// [Permit.Release] after it.
+//
+// A Limiter starts with 4 attempts in flight and no rate limit, and doubles
+// the in-flight limit every round trip while it binds (slow start).
+// Backpressure turns a rate limit on at the rate the server was seen to
+// admit; after that the rate settles where about 2 % of attempts meet
+// backpressure. Latency rising above its recent minimum (a queue building
+// in the server) holds growth before the server pushes back, and
+// backpressure that appears only above some count in flight (a concurrency
+// wall) caps the in-flight limit just below it. Neither limit grows while
+// it does not bind. The README's "Adaptive limiter" section gives the
+// control law.
+//
+// Calls are served in order (FIFO), and a waiter whose context ends leaves
+// at once with the context's error. The zero Limiter is usable, as
+// NewLimiter(LimiterConfig{}). A Limiter is safe for concurrent use by
+// multiple goroutines; share one per server, and do not copy it.
 type Limiter struct {
-	cfg     LimiterConfig
-	mu      sync.Mutex
-	limit   int
-	inUse   int
-	waiters []chan struct{}
-	stats   LimiterStats
+	// Read without the lock, on the fast path.
+	word    atomic.Uint64 // low wordBits: permits held; above: successes not yet drained
+	fast    atomic.Int64  // the fast path grants while permits held < fast; 0 turns it off
+	waiting atomic.Int32  // waiters queued: a releaser must dispatch
+	epoch   time.Time
+
+	cfg LimiterConfig
+
+	mu     sync.Mutex
+	head   *queued // FIFO of waiting calls
+	tail   *queued
+	free   *queued // queued calls to reuse
+	nwait  int
+	armed  *queued // the head waiter, when its timer is set for its token
+	ctl    control
+	counts struct{ successes, throttles, failures int64 }
+}
+
+const (
+	wordBits       = 20
+	wordMask       = 1<<wordBits - 1
+	wordSuccess    = 1 << wordBits
+	maxInFlightCap = wordMask
+	sampleMask     = 63 // the fast path times one permit in 64
+)
+
+// NewLimiter returns a Limiter configured by c.
+//
+// NewLimiter panics if c.MaxInFlight is negative, or c.MinRate negative or
+// not a finite number.
+func NewLimiter(c LimiterConfig) *Limiter {
+	if c.MaxInFlight < 0 {
+		panic(fmt.Sprintf("retries: NewLimiter: MaxInFlight %d is negative", c.MaxInFlight))
+	}
+	if !(c.MinRate >= 0) || c.MinRate > 1e12 {
+		panic(fmt.Sprintf("retries: NewLimiter: MinRate %v is not a finite number ≥ 0", c.MinRate))
+	}
+	l := &Limiter{cfg: c}
+	l.mu.Lock()
+	l.init()
+	l.mu.Unlock()
+	return l
+}
+
+// init fills in the defaults, once: NewLimiter calls it, and so does the
+// first call that takes the lock of a zero Limiter. l.mu is held.
+func (l *Limiter) init() {
+	if l.ctl.maxLimit != 0 {
+		return
+	}
+	c := &l.cfg
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 256
+	}
+	c.MaxInFlight = min(c.MaxInFlight, maxInFlightCap)
+	if c.MinRate == 0 {
+		c.MinRate = 1
+	}
+	l.epoch = time.Now()
+	l.ctl.init(*c)
+	l.updateFast()
+}
+
+// Permit is the permission to make one attempt, from [Limiter.Acquire].
+// Release it exactly once when the attempt ends. The zero Permit holds
+// nothing, and releasing it does nothing.
+type Permit struct {
+	l     *Limiter
+	start int64  // nanoseconds since l.epoch, plus one; 0 if not timed
+	n     uint32 // permits held when this one was granted, itself included
+	flags uint8
+}
+
+const (
+	permitFast   uint8 = 1 << iota // granted without the lock
+	permitBoundL                   // the in-flight limit was reached when granted
+	permitBoundR                   // the rate limit's bucket was empty when granted
+)
+
+// queued is a call waiting in Acquire.
+type queued struct {
+	ch         chan struct{} // one send when granted
+	timer      *time.Timer   // set, at the head of the queue, for the rate limit's next token
+	prev, next *queued
+	granted    bool
+	paced      bool // it waited for the rate limit's next token
+	permit     Permit
+}
+
+// newQueued returns a queued call from l's free list, or a new one. The
+// list is per Limiter, not a sync.Pool, so that a channel never crosses
+// from one synctest bubble to another. l.mu is held.
+func (l *Limiter) newQueued() *queued {
+	if w := l.free; w != nil {
+		l.free, w.next = w.next, nil
+		return w
+	}
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &queued{ch: make(chan struct{}, 1), timer: t}
+}
+
+// putQueued resets w and puts it on l's free list. l.mu is held.
+func (l *Limiter) putQueued(w *queued) {
+	w.prev, w.granted, w.paced, w.permit = nil, false, false, Permit{}
+	w.next, l.free = l.free, w
+}
+
+// now returns the time since l was made, in nanoseconds.
+func (l *Limiter) now() int64 { return int64(time.Since(l.epoch)) }
+
+// Acquire blocks until an attempt may start or ctx ends, and returns the
+// permission to make it. Calls are granted in the order they arrive. When
+// ctx ends first, or has ended already, Acquire returns ctx's error and
+// leaves nothing behind.
+func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
+	if done := ctx.Done(); done != nil {
+		select {
+		case <-done:
+			return Permit{}, ctx.Err()
+		default:
+		}
+	}
+	// Fast path: far below the in-flight limit, with no rate limit and no
+	// one waiting, a permit is one compare-and-swap and reads no clock.
+	for {
+		w := l.word.Load()
+		n := w & wordMask
+		if int64(n) >= l.fast.Load() {
+			break
+		}
+		if l.word.CompareAndSwap(w, w+1) {
+			p := Permit{l: l, n: uint32(n + 1), flags: permitFast}
+			if (w>>wordBits)&sampleMask == 0 {
+				p.start = l.now() + 1 // a sample for the latency baseline
+			}
+			return p, nil
+		}
+	}
+	return l.acquireSlow(ctx)
+}
+
+func (l *Limiter) acquireSlow(ctx context.Context) (Permit, error) {
+	l.mu.Lock()
+	l.init()
+	now := l.now()
+	if l.head == nil && l.grantable(now) {
+		p := l.grant(now, false)
+		l.updateFast()
+		l.mu.Unlock()
+		return p, nil
+	}
+	w := l.newQueued()
+	l.enqueue(w)
+	l.dispatch(now) // set w's timer if w is the head and waits for a token
+	l.mu.Unlock()
+
+	for {
+		select {
+		case <-w.ch:
+			l.mu.Lock()
+			p := w.permit
+			l.putQueued(w)
+			l.mu.Unlock()
+			return p, nil
+		case <-w.timer.C:
+			// At the head of the queue, with its token due: the waiter
+			// paces itself, so the Limiter needs no goroutine of its own.
+			l.mu.Lock()
+			if l.armed == w {
+				l.armed = nil
+			}
+			l.dispatch(l.now())
+			l.mu.Unlock()
+			continue
+		case <-ctx.Done():
+		}
+		break
+	}
+	l.mu.Lock()
+	if w.granted {
+		// Granted as ctx ended: hand the permit on.
+		<-w.ch
+		l.returnUnused(w.permit)
+	} else {
+		l.remove(w)
+		l.dispatch(l.now())
+	}
+	l.putQueued(w)
+	l.mu.Unlock()
+	return Permit{}, ctx.Err()
+}
+
+// enqueue appends w to the queue. l.mu is held.
+func (l *Limiter) enqueue(w *queued) {
+	w.prev = l.tail
+	if l.tail != nil {
+		l.tail.next = w
+	} else {
+		l.head = w
+	}
+	l.tail = w
+	l.nwait++
+	l.waiting.Store(int32(l.nwait))
+	l.fast.Store(0)
+}
+
+// remove takes w, not granted, out of the queue. l.mu is held.
+func (l *Limiter) remove(w *queued) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		l.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		l.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+	if l.armed == w {
+		w.timer.Stop()
+		l.armed = nil
+	}
+	l.nwait--
+	l.waiting.Store(int32(l.nwait))
+}
+
+// inFlight returns the permits held.
+func (l *Limiter) inFlight() int { return int(l.word.Load() & wordMask) }
+
+// grantable reports whether a permit may be granted now. l.mu is held.
+func (l *Limiter) grantable(now int64) bool {
+	if l.inFlight() >= l.ctl.cap() {
+		return false
+	}
+	return l.ctl.tokensAt(now) >= 1
+}
+
+// grant takes a permit for a call that waited for the rate limit's token,
+// or not. l.mu is held.
+func (l *Limiter) grant(now int64, paced bool) Permit {
+	n := uint32(l.word.Add(1) & wordMask)
+	p := Permit{l: l, start: now + 1, n: n}
+	if int(n) >= l.ctl.cap() {
+		p.flags |= permitBoundL
+	}
+	if l.ctl.take() || paced {
+		p.flags |= permitBoundR
+	}
+	return p
+}
+
+// dispatch grants permits to the waiters at the head of the queue while it
+// may, and sets the head waiter's timer when it waits for the rate limit's
+// next token. l.mu is held.
+func (l *Limiter) dispatch(now int64) {
+	for l.head != nil && l.grantable(now) {
+		w := l.head
+		l.remove(w)
+		w.permit, w.granted = l.grant(now, w.paced), true
+		w.ch <- struct{}{}
+	}
+	var due int64
+	if l.head != nil && l.inFlight() < l.ctl.cap() {
+		due = l.ctl.untilToken(now)
+	}
+	switch {
+	case due > 0 && l.armed != l.head:
+		if l.armed != nil {
+			l.armed.timer.Stop()
+		}
+		l.armed, l.head.paced = l.head, true
+		l.head.timer.Reset(time.Duration(due))
+	case due == 0 && l.armed != nil:
+		l.armed.timer.Stop()
+		l.armed = nil
+	}
+	l.updateFast()
+}
+
+// updateFast opens the fast path while no one waits, no rate limit is on,
+// and the in-flight limit is far away. l.mu is held (or l is new).
+func (l *Limiter) updateFast() {
+	f := int64(0)
+	if l.nwait == 0 && l.ctl.rate == 0 {
+		f = int64(l.ctl.cap() / 2)
+	}
+	l.fast.Store(f)
+}
+
+// returnUnused hands back a permit that was granted but not used: it
+// refunds the rate limit's token and teaches nothing. l.mu is held.
+func (l *Limiter) returnUnused(p Permit) {
+	l.word.Add(^uint64(0))
+	l.ctl.refund()
+	l.dispatch(l.now())
+}
+
+// Release ends the attempt and reports s about it to the Limiter. Release
+// a Permit exactly once; releasing the zero Permit does nothing.
+func (p Permit) Release(s Signal) {
+	l := p.l
+	if l == nil {
+		return
+	}
+	if p.start == 0 && (s == SignalSuccess || s == SignalIgnore) {
+		// Fast path: a permit granted far from the limits, not timed.
+		if s == SignalSuccess {
+			l.word.Add(wordSuccess - 1)
+		} else {
+			l.word.Add(^uint64(0))
+		}
+		if l.waiting.Load() != 0 {
+			l.mu.Lock()
+			l.dispatch(l.now())
+			l.mu.Unlock()
+		}
+		return
+	}
+	l.mu.Lock()
+	now := l.now()
+	delta := ^uint64(0)
+	switch s {
+	case SignalSuccess:
+		delta += wordSuccess
+	case SignalBackpressure:
+		l.counts.throttles++
+	case SignalFailure:
+		l.counts.failures++
+	}
+	w := l.word.Add(delta)
+	if s == SignalSuccess || s == SignalFailure {
+		l.ctl.admitted(now, l.drain(w))
+	}
+	l.ctl.learn(p, s, now)
+	l.dispatch(now)
+	l.mu.Unlock()
+}
+
+// drain returns the successes and failures so far, given l.word's value w.
+// When the successes counted in the word near its capacity it moves them
+// into l.counts, so that the word never overflows; it leaves small counts
+// in place, since the fast path samples by them. l.mu is held.
+func (l *Limiter) drain(w uint64) int64 {
+	if k := w >> wordBits; k >= 1<<40 {
+		l.word.Add(-(k << wordBits))
+		l.counts.successes += int64(k)
+		w -= k << wordBits
+	}
+	return l.counts.successes + int64(w>>wordBits) + l.counts.failures
 }
 
 // LimiterStats is a snapshot of a [Limiter].
@@ -59,86 +446,39 @@ type LimiterStats struct {
 	// Successes, Throttles and Failures count the released permits by
 	// Signal.
 	Successes, Throttles, Failures int64
-}
-
-// NewLimiter returns a Limiter configured by c.
-func NewLimiter(c LimiterConfig) *Limiter {
-	if c.MaxInFlight == 0 {
-		c.MaxInFlight = 256
-	}
-	return &Limiter{cfg: c, limit: c.MaxInFlight}
-}
-
-// Permit is the permission to make one attempt.
-type Permit struct{ l *Limiter }
-
-// Acquire blocks until an attempt may start or ctx ends.
-func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
-	l.mu.Lock()
-	if l.inUse < l.limit && len(l.waiters) == 0 {
-		l.inUse++
-		l.mu.Unlock()
-		return Permit{l}, nil
-	}
-	ch := make(chan struct{})
-	l.waiters = append(l.waiters, ch)
-	l.mu.Unlock()
-	select {
-	case <-ch:
-		return Permit{l}, nil
-	case <-ctx.Done():
-		l.mu.Lock()
-		for i, w := range l.waiters {
-			if w == ch {
-				l.waiters = append(l.waiters[:i], l.waiters[i+1:]...)
-				l.mu.Unlock()
-				return Permit{}, ctx.Err()
-			}
-		}
-		l.mu.Unlock()
-		Permit{l}.Release(SignalIgnore) // granted as ctx ended: hand it on
-		return Permit{}, ctx.Err()
-	}
-}
-
-// Release ends the attempt and reports s.
-func (p Permit) Release(s Signal) {
-	l := p.l
-	if l == nil {
-		return
-	}
-	l.mu.Lock()
-	switch s {
-	case SignalSuccess:
-		l.stats.Successes++
-	case SignalBackpressure:
-		l.stats.Throttles++
-	case SignalFailure:
-		l.stats.Failures++
-	}
-	if len(l.waiters) > 0 {
-		ch := l.waiters[0]
-		l.waiters = l.waiters[1:]
-		close(ch)
-	} else {
-		l.inUse--
-	}
-	l.mu.Unlock()
+	// Latency is the smoothed latency of successful attempts, and
+	// MinLatency its recent minimum, the baseline that rising latency is
+	// measured against; both are 0 before the first sample.
+	Latency, MinLatency time.Duration
 }
 
 // Stats returns a snapshot of l.
 func (l *Limiter) Stats() LimiterStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := l.stats
-	s.Limit, s.InFlight, s.Waiting = float64(l.limit), l.inUse, len(l.waiters)
-	return s
+	l.init()
+	w := l.word.Load()
+	l.drain(w)
+	return LimiterStats{
+		Limit: l.ctl.limit, Rate: l.ctl.rate,
+		InFlight: l.inFlight(), Waiting: l.nwait,
+		Successes: l.counts.successes + int64(l.word.Load()>>wordBits), Throttles: l.counts.throttles, Failures: l.counts.failures,
+		Latency: time.Duration(l.ctl.srtt), MinLatency: time.Duration(l.ctl.base),
+	}
 }
 
-// String describes l's state.
+// String describes l's state, as in "Limiter(limit=12.4, rate=498.2/s,
+// in flight=3, waiting=61, latency=1.2ms (min 1ms); 7400 ok, 151
+// throttled, 12 failed)".
 func (l *Limiter) String() string {
 	s := l.Stats()
-	return fmt.Sprintf("Limiter(limit=%g, in flight=%d, waiting=%d)", s.Limit, s.InFlight, s.Waiting)
+	rate := "none"
+	if s.Rate > 0 {
+		rate = fmt.Sprintf("%.1f/s", s.Rate)
+	}
+	return fmt.Sprintf("Limiter(limit=%.1f, rate=%s, in flight=%d, waiting=%d, latency=%v (min %v); %d ok, %d throttled, %d failed)",
+		s.Limit, rate, s.InFlight, s.Waiting, s.Latency.Round(10*time.Microsecond), s.MinLatency.Round(10*time.Microsecond),
+		s.Successes, s.Throttles, s.Failures)
 }
 
 // backpressure reports whether an outcome asks the client to slow down.
@@ -167,5 +507,6 @@ func defaultBackpressure(v any, err error) bool {
 
 // WithLimiter attaches l to the policy: every attempt acquires a permit
 // from l first and releases it with what its outcome says about the server.
+// A retry after backpressure skips the policy's wait, since l paces it.
 // Copies share l; a nil l removes it.
 func WithLimiter(l *Limiter) Option { return func(p *Policy) { p.limiter = l } }

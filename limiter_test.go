@@ -1,0 +1,431 @@
+package retries_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/seed32e55400/retries"
+)
+
+// TestLimiterConverges runs 64 workers against simulated servers of both
+// kinds, a rate limiter and a concurrency limit with and without a queue,
+// and checks that after five seconds the throughput is close to the
+// server's capacity, backpressure stays a small share, and no call waits
+// long for its permit.
+func TestLimiterConverges(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		srv         func() server
+		capacity    float64 // requests per second
+		minGoodput  float64 // share of capacity, over seconds 5–20
+		maxThrottle float64 // share of requests, over seconds 5–20
+	}{
+		// answers in 1 ms: 500/s needs half a request in flight
+		{"rate_limit_500", func() server { return newRateServer(500, 20, time.Millisecond) }, 500, 0.97, 0.04},
+		{"rate_limit_1500", func() server { return newRateServer(1500, 20, time.Millisecond) }, 1500, 0.97, 0.04},
+		{"rate_limit_20", func() server { return newRateServer(20, 1, time.Millisecond) }, 20, 0.85, 0.10},
+		{"slots_12_queue_24", func() server {
+			return &slotServer{k: 12, queue: 24, service: 8 * time.Millisecond, net: time.Millisecond}
+		}, 1500, 0.97, 0.02},
+		{"slots_16_queue_32", func() server {
+			return &slotServer{k: 16, queue: 32, service: 10 * time.Millisecond, net: time.Millisecond}
+		}, 1600, 0.97, 0.02},
+		{"slots_12_wall", func() server {
+			return &slotServer{k: 12, service: 8 * time.Millisecond, net: time.Millisecond}
+		}, 1500, 0.90, 0.04},
+		{"slots_16_wall", func() server {
+			return &slotServer{k: 16, service: 10 * time.Millisecond, net: time.Millisecond}
+		}, 1600, 0.90, 0.04},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				l := retries.NewLimiter(retries.LimiterConfig{})
+				r := drive(t, l, tc.srv(), 64, 20, nil)
+				perSecond, throttled := r.share(5, 20)
+				if perSecond < tc.minGoodput*tc.capacity || throttled > tc.maxThrottle {
+					r.log(t)
+					t.Errorf("after 5 s: %.0f/s (%.3f of capacity %g), backpressure %.2f%%; want ≥ %g of capacity, ≤ %g%%",
+						perSecond, perSecond/tc.capacity, tc.capacity, 100*throttled, tc.minGoodput, 100*tc.maxThrottle)
+				}
+				// FIFO: a call waits about one round of the 64 workers
+				if bound := max(time.Second, time.Duration(3*64/tc.capacity*float64(time.Second))); r.maxWait > bound {
+					t.Errorf("longest Acquire = %v, want ≤ %v (64 workers)", r.maxWait, bound)
+				}
+				if s := l.Stats(); s.InFlight != 0 || s.Waiting != 0 {
+					t.Errorf("after the run: Stats() = %+v, want nothing in flight or waiting", s)
+				}
+			})
+		})
+	}
+}
+
+// TestLimiterRecovers doubles the server's capacity at 10 s and halves it
+// back at 20 s: throughput must follow the doubling within three seconds,
+// and backpressure must subside within two seconds of the halving.
+func TestLimiterRecovers(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		srv      func() server
+		capacity float64
+		change   func(s server, double bool)
+	}{
+		{"rate_limit", func() server { return newRateServer(500, 20, time.Millisecond) }, 500, func(s server, double bool) {
+			s.(*rateServer).setRate(map[bool]float64{true: 1000, false: 500}[double])
+		}},
+		{"slots_wall", func() server { return &slotServer{k: 12, service: 8 * time.Millisecond, net: time.Millisecond} }, 1500,
+			func(s server, double bool) { s.(*slotServer).setSlots(map[bool]int{true: 24, false: 12}[double]) }},
+		{"slots_queue", func() server {
+			return &slotServer{k: 12, queue: 24, service: 8 * time.Millisecond, net: time.Millisecond}
+		}, 1500, func(s server, double bool) { s.(*slotServer).setSlots(map[bool]int{true: 24, false: 12}[double]) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				l := retries.NewLimiter(retries.LimiterConfig{})
+				s := tc.srv()
+				r := drive(t, l, s, 64, 30, map[int]func(){
+					10: func() { tc.change(s, true) },
+					20: func() { tc.change(s, false) },
+				})
+				if got, _ := r.share(13, 20); got < 0.9*2*tc.capacity {
+					r.log(t)
+					t.Errorf("3–10 s after doubling: %.0f/s, want ≥ %.0f", got, 0.9*2*tc.capacity)
+				}
+				if got, throttled := r.share(22, 30); got < 0.9*tc.capacity || throttled > 0.04 {
+					r.log(t)
+					t.Errorf("2–10 s after halving: %.0f/s, backpressure %.2f%%; want ≥ %.0f/s, ≤ 4%%", got, 100*throttled, 0.9*tc.capacity)
+				}
+			})
+		})
+	}
+}
+
+// TestLimiterFloor runs 64 workers against a server that pushes back on
+// everything: the limiter must pace them down to about its floor rate,
+// never a hot loop.
+func TestLimiterFloor(t *testing.T) {
+	t.Parallel()
+	for _, minRate := range []float64{0, 5} {
+		t.Run(map[float64]string{0: "default", 5: "min_rate_5"}[minRate], func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				l := retries.NewLimiter(retries.LimiterConfig{MinRate: minRate})
+				floor := max(minRate, 1)
+				s := &alwaysBusy{start: time.Now(), latency: time.Millisecond}
+				drive(t, l, s, 64, 120, nil)
+				late := 0
+				for _, c := range s.calls {
+					if c >= 60*time.Second {
+						late++
+					}
+				}
+				// 60 s at about the floor
+				if max := int(60 * 2 * floor); late > max {
+					t.Errorf("calls in the last 60 s = %d, want ≤ %d (floor %g/s)", late, max, floor)
+				}
+				if total := len(s.calls); total > 1000+int(120*2*floor) {
+					t.Errorf("calls in 120 s = %d: not paced", total)
+				}
+				if st := l.Stats(); st.Rate < floor || st.Rate > 2*floor {
+					t.Errorf("Stats().Rate = %g, want within [%g, %g]", st.Rate, floor, 2*floor)
+				}
+			})
+		})
+	}
+}
+
+// TestLimiterFIFO checks that waiters are granted permits in the order
+// they arrived.
+func TestLimiterFIFO(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		l := retries.NewLimiter(retries.LimiterConfig{MaxInFlight: 1})
+		ctx := context.Background()
+		held, err := l.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var order []int
+		var wg sync.WaitGroup
+		for i := range 10 {
+			wg.Go(func() {
+				p, err := l.Acquire(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				p.Release(retries.SignalSuccess)
+			})
+			synctest.Wait() // goroutine i is queued before i+1 starts
+		}
+		if got := l.Stats().Waiting; got != 10 {
+			t.Errorf("Stats().Waiting = %d, want 10", got)
+		}
+		held.Release(retries.SignalSuccess)
+		wg.Wait()
+		for i, got := range order {
+			if got != i {
+				t.Fatalf("grant order = %v, want 0…9", order)
+			}
+		}
+	})
+}
+
+// TestLimiterCancel checks that a call whose context ends while it waits
+// gets the context's error and leaves nothing behind: it is no longer
+// counted as waiting, holds no permit, and the next waiter is served.
+func TestLimiterCancel(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// releaseAt is when the held permit is released, relative to the
+		// waiter's deadline of 1 s.
+		releaseAt time.Duration
+	}{
+		{"deadline_first", 2 * time.Second},
+		{"same_instant", time.Second}, // the grant and the deadline race
+		{"release_first", 500 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				l := retries.NewLimiter(retries.LimiterConfig{MaxInFlight: 1})
+				held, err := l.Acquire(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.AfterFunc(tc.releaseAt, func() { held.Release(retries.SignalIgnore) })
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				p, err := l.Acquire(ctx)
+				switch {
+				case err == nil:
+					if tc.releaseAt > time.Second {
+						t.Errorf("Acquire() = nil error, want the context's")
+					}
+					p.Release(retries.SignalIgnore)
+				case !errors.Is(err, context.DeadlineExceeded):
+					t.Errorf("Acquire() = %v, want %v", err, context.DeadlineExceeded)
+				case tc.releaseAt < time.Second:
+					t.Errorf("Acquire() = %v, want a permit", err)
+				}
+				if s := l.Stats(); s.Waiting != 0 {
+					t.Errorf("after Acquire: Stats().Waiting = %d, want 0", s.Waiting)
+				}
+				time.Sleep(3 * time.Second)
+				if s := l.Stats(); s.InFlight != 0 || s.Waiting != 0 {
+					t.Errorf("in the end: Stats() = %+v, want nothing in flight or waiting", s)
+				}
+				// The permit is not leaked: the limit of 1 can be taken again.
+				q, err := l.Acquire(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				q.Release(retries.SignalSuccess)
+			})
+		})
+	}
+}
+
+// TestLimiterDoneContext checks that Acquire with a context that has
+// already ended returns its error at once, even with a permit free.
+func TestLimiterDoneContext(t *testing.T) {
+	t.Parallel()
+	l := retries.NewLimiter(retries.LimiterConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.Acquire(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Acquire(done ctx) = %v, want %v", err, context.Canceled)
+	}
+	if s := l.Stats(); s.InFlight != 0 {
+		t.Errorf("Stats().InFlight = %d, want 0", s.InFlight)
+	}
+}
+
+// TestLimiterCancelUnderLoad cancels many waiters at random while 64
+// workers run against a server, and checks that no permit or waiter is
+// left behind.
+func TestLimiterCancelUnderLoad(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		l := retries.NewLimiter(retries.LimiterConfig{})
+		srv := newRateServer(200, 5, time.Millisecond)
+		var wg sync.WaitGroup
+		for i := range 64 {
+			wg.Go(func() {
+				for j := range 50 {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+(i*7+j*13)%50)*time.Millisecond)
+					p, err := l.Acquire(ctx)
+					cancel()
+					if err != nil {
+						if !errors.Is(err, context.DeadlineExceeded) {
+							t.Errorf("Acquire() = %v, want %v", err, context.DeadlineExceeded)
+						}
+						continue
+					}
+					p.Release(srv.call())
+				}
+			})
+		}
+		wg.Wait()
+		if s := l.Stats(); s.InFlight != 0 || s.Waiting != 0 {
+			t.Errorf("Stats() = %+v, want nothing in flight or waiting", s)
+		}
+	})
+}
+
+// TestLimiterPolicyDo runs Throttle with a limiter against a rate-limited
+// server from 64 goroutines: every call gets through, the limiter (not
+// Throttle's random waits of up to 10 s) paces the retries after a 429, and
+// little is wasted.
+func TestLimiterPolicyDo(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		l := retries.NewLimiter(retries.LimiterConfig{})
+		p := retries.Throttle.Copy(retries.WithLimiter(l))
+		srv := newRateServer(200, 5, time.Millisecond)
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Go(func() {
+				for range 30 {
+					err := p.Do(context.Background(), func(context.Context) error {
+						if srv.call() == retries.SignalBackpressure {
+							return &retries.StatusError{StatusCode: 429}
+						}
+						return nil
+					})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		s := l.Stats()
+		// 1920 calls at 200/s take 9.6 s
+		if elapsed > 11*time.Second {
+			t.Errorf("1920 calls at 200/s took %v, want ≤ 11s; %v", elapsed, l)
+		}
+		if share := float64(s.Throttles) / float64(s.Successes+s.Throttles); s.Successes != 64*30 || share > 0.05 {
+			t.Errorf("Stats() = %+v: want 1920 successes, ≤ 5%% throttled", s)
+		}
+	})
+}
+
+// TestLimiterSignals checks what each Signal counts, and String.
+func TestLimiterSignals(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		l := retries.NewLimiter(retries.LimiterConfig{})
+		ctx := context.Background()
+		for _, s := range []retries.Signal{retries.SignalSuccess, retries.SignalSuccess, retries.SignalBackpressure, retries.SignalFailure, retries.SignalIgnore} {
+			p, err := l.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Millisecond)
+			p.Release(s)
+		}
+		s := l.Stats()
+		if s.Successes != 2 || s.Throttles != 1 || s.Failures != 1 || s.InFlight != 0 || s.Rate == 0 {
+			t.Errorf("Stats() = %+v, want 2 successes, 1 throttle, 1 failure, a rate limit on", s)
+		}
+		str := l.String()
+		for _, want := range []string{"Limiter(limit=", "rate=", "in flight=0", "waiting=0", "2 ok, 1 throttled, 1 failed"} {
+			if !strings.Contains(str, want) {
+				t.Errorf("String() = %q, want it to contain %q", str, want)
+			}
+		}
+		if got := retries.SignalBackpressure.String(); got != "SignalBackpressure" {
+			t.Errorf("SignalBackpressure.String() = %q", got)
+		}
+		var zero retries.Permit
+		zero.Release(retries.SignalSuccess) // does nothing
+	})
+}
+
+// TestLimiterNoAllocs checks that an uncontended Acquire and Release
+// allocate nothing.
+func TestLimiterNoAllocs(t *testing.T) {
+	l := retries.NewLimiter(retries.LimiterConfig{})
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(1000, func() {
+		p, _ := l.Acquire(ctx)
+		p.Release(retries.SignalSuccess)
+	}); n != 0 {
+		t.Errorf("Acquire+Release allocates %v times, want 0", n)
+	}
+}
+
+// TestLimiterZero checks that the zero Limiter works as NewLimiter's
+// default.
+func TestLimiterZero(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var l retries.Limiter
+		for range 10 {
+			p, err := l.Acquire(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Release(retries.SignalSuccess)
+		}
+		if s := l.Stats(); s.Successes != 10 || s.Limit != 4 {
+			t.Errorf("Stats() = %+v, want 10 successes and the initial limit of 4", s)
+		}
+	})
+}
+
+// TestNewLimiterPanics checks that impossible configurations panic at
+// construction.
+func TestNewLimiterPanics(t *testing.T) {
+	t.Parallel()
+	for _, c := range []retries.LimiterConfig{{MaxInFlight: -1}, {MinRate: -1}} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.HasPrefix(r.(string), "retries: NewLimiter") {
+					t.Errorf("NewLimiter(%+v) panic = %v, want a retries: NewLimiter panic", c, r)
+				}
+			}()
+			retries.NewLimiter(c)
+		}()
+	}
+}
+
+// TestLimiterHoldsOnLatency runs 64 workers against a server with 12 slots
+// of 8 ms and a queue of 1000: it never pushes back, so only rising latency
+// can tell the limiter to stop growing. The queue must stay short and the
+// throughput at capacity.
+func TestLimiterHoldsOnLatency(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		l := retries.NewLimiter(retries.LimiterConfig{})
+		r := drive(t, l, &slotServer{k: 12, queue: 1000, service: 8 * time.Millisecond, net: time.Millisecond}, 64, 20, nil)
+		perSecond, _ := r.share(5, 20)
+		var maxInFlight int
+		for _, s := range r.stats[5:] {
+			maxInFlight = max(maxInFlight, s.InFlight)
+		}
+		// 12 in service, 12 × 1 ms / 8 ms on the network, and a short queue
+		if perSecond < 0.97*1500 || maxInFlight > 40 {
+			r.log(t)
+			t.Errorf("after 5 s: %.0f/s and up to %d in flight; want ≥ 1455/s and ≤ 40 (64 workers would queue 50)", perSecond, maxInFlight)
+		}
+	})
+}
