@@ -203,8 +203,8 @@ func TestElapsedIndependentOfOptions(t *testing.T) {
 	})
 }
 
-// TestLimiterSignals checks what Do tells a limiter about each outcome.
-func TestLimiterSignals(t *testing.T) {
+// TestDoLimiterSignals checks what Do tells a limiter about each outcome.
+func TestDoLimiterSignals(t *testing.T) {
 	t.Parallel()
 	l := retries.NewLimiter(retries.LimiterConfig{})
 	// Throttle retries only 429s, as the inner layer of a feed does.

@@ -83,6 +83,7 @@ type demoConfig struct {
 	rate        float64 // requests per second the server admits
 	burst       float64 // the server's token bucket size; 0: rate/4, at least 1
 	concurrency int
+	fixed       bool      // concurrency is fixed, without the limiter (tests of the layers alone)
 	faults      faultFunc // what the server does to admitted requests
 
 	// outer and inner are the policies around each request: DocV1 and

@@ -50,9 +50,14 @@ func feedDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, e
 		mu  sync.Mutex // guards res.givenUp and res.lastErr
 		res = demoResult{docs: cfg.docs}
 	)
+	fixed := 0
+	if cfg.fixed {
+		fixed = cfg.concurrency
+	}
 	f, err := newFeeder(feedConfig{
 		url:         "http://" + ln.Addr().String(),
 		maxInFlight: cfg.concurrency,
+		concurrency: fixed,
 		attempt:     30 * time.Second,
 		outer:       cfg.outer, inner: cfg.inner,
 		budget:   retries.NewBudget(feedBudgetRatio, feedBudgetPerSecond),

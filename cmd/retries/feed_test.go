@@ -624,7 +624,7 @@ func TestFeedHTTP2(t *testing.T) {
 // TestFeedProgress waits for a progress line while a request is held.
 func TestFeedProgress(t *testing.T) {
 	t.Parallel()
-	w := &signalWriter{want: "in flight, limit 256", found: make(chan struct{})}
+	w := &signalWriter{want: " in flight, limit ", found: make(chan struct{})}
 	srv := newDocServer(t, func(r *http.Request, _ int) int {
 		select {
 		case <-w.found:
