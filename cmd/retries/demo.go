@@ -134,7 +134,7 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 		rate:        f.rate,
 		concurrency: f.concurrency,
 		faults:      randomFaults(f.faultRate, f.resetRate),
-		outer:       retries.DocV1,
+		outer:       feedOuter,
 		inner:       retries.Throttle,
 		progress:    time.Second,
 	}
