@@ -320,34 +320,55 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 	if p.budget != nil {
 		p.budget.deposit()
 	}
-	// The first attempt of a policy with no limiter and no before hook holds
-	// nothing to release, so it runs here, outside the loop's deferred
-	// release: a first-try success then costs no more than the call.
-	if p.limiter == nil && p.before == nil {
+	var zero T
+	if p.before != nil {
+		return loop(ctx, p, fn, hasValue, false, false, zero, nil, Permit{})
+	}
+	if p.limiter == nil {
+		// The first attempt runs here, outside the loop's deferred release
+		// of what a call holds, so that a first-try success costs little
+		// more than the call itself.
 		v, err := fn(ctx)
 		if err == nil && (!p.valueRetry || !p.retry.match(box(v, hasValue), nil)) {
 			return v, nil
 		}
 		// A value that reached here was matched and is retried; an error
 		// is yet to be matched.
-		return loop(ctx, p, fn, hasValue, true, err == nil, v, err)
+		return loop(ctx, p, fn, hasValue, true, err == nil, v, err, Permit{})
 	}
-	var zero T
-	return loop(ctx, p, fn, hasValue, false, false, zero, nil)
+	// With a limiter, the first attempt holds a permit, which a panic in fn
+	// must not leak.
+	permit, err := p.limiter.Acquire(ctx)
+	if err != nil {
+		return zero, errBeforeStart(ctx)
+	}
+	held := true
+	defer func() {
+		if held {
+			permit.Release(SignalIgnore)
+		}
+	}()
+	v, err := fn(ctx)
+	held = false
+	if err == nil && (!p.valueRetry || !p.retry.match(box(v, hasValue), nil)) {
+		permit.Release(successSignal(box(v, hasValue)))
+		return v, nil
+	}
+	return loop(ctx, p, fn, hasValue, true, err == nil, v, err, permit)
 }
 
 // loop runs the attempts of a call. When first is true, the first attempt
-// has run already and v and err are its outcome; when retried is true too,
-// the predicate has already retried that outcome.
-func loop[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), hasValue, first, retried bool, v T, err error) (T, error) {
+// has run already, v and err are its outcome and permit is the permit it
+// holds, if any; when retried is true too, the predicate has already
+// retried that outcome.
+func loop[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), hasValue, first, retried bool, v T, err error, permit Permit) (T, error) {
 	var zero T
 	var (
 		st      State
 		start   time.Time // the end of the first attempt
 		w       waiter    // this call's wait, begun at the first retry
 		waitSet bool
-		permit  Permit // held during an attempt when the policy has a limiter
-		pending any    // a retried value neither released nor handed back yet
+		pending any // a retried value neither released nor handed back yet
 	)
 	// A panic in a hook, a stop, a wait, a predicate or fn unwinds through
 	// here: release what the call holds, then let the panic go on. Every
@@ -379,7 +400,9 @@ func loop[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, er
 			}
 			v, err = fn(ctx)
 			if err == nil && !p.valueRetry {
-				p.release(&permit, SignalSuccess)
+				if permit.l != nil {
+					p.release(&permit, successSignal(box(v, hasValue)))
+				}
 				return v, nil
 			}
 		}
@@ -407,10 +430,8 @@ func loop[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, er
 				sig = SignalFailure
 			case err != nil:
 				sig = SignalIgnore
-			case isServerError(boxed):
-				// A 5xx this layer does not retry (a proxy's 502 below a
-				// layer that does) still says the server is struggling.
-				sig = SignalFailure
+			default:
+				sig = successSignal(boxed)
 			}
 			p.release(&permit, sig)
 		}
@@ -485,10 +506,15 @@ func loop[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, er
 	}
 }
 
-// isServerError reports whether v carries a 5xx HTTP status.
-func isServerError(v any) bool {
-	code, ok := statusOf(v, nil)
-	return ok && code >= 500 && code <= 599
+// successSignal is what an outcome that is not retried and has no error
+// tells a limiter: a success, unless it is a 5xx response that this layer
+// does not retry (a proxy's 502 below a layer that does), which still says
+// the server is struggling.
+func successSignal(v any) Signal {
+	if code, ok := statusOf(v, nil); ok && code >= 500 && code <= 599 {
+		return SignalFailure
+	}
+	return SignalSuccess
 }
 
 // box returns v as the value predicates see: nil in Do, which has none.
