@@ -287,8 +287,7 @@ func writeDemoSummary(out io.Writer, cfg demoConfig, r demoResult) {
 	goodput := float64(r.acked) / r.elapsed.Seconds()
 	row("goodput", "%.0f documents/s, %.0f%% of the %s requests/s the server admits", goodput, 100*goodput/cfg.rate, trimFloat(cfg.rate))
 	if r.limiter != nil {
-		st := r.limiter.Stats()
-		row("limiter", "%v: %d successes, %d throttles, %d failures", r.limiter, st.Successes, st.Throttles, st.Failures)
+		row("limiter", "%v", r.limiter)
 	}
 	if r.budget != nil {
 		row("retry budget", "%v", r.budget)
