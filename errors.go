@@ -139,6 +139,5 @@ func (e *RetryError) Timeout() bool {
 	if e.Context != nil || e.ctxErr != nil {
 		return errors.Is(e.Context, context.DeadlineExceeded) || errors.Is(e.ctxErr, context.DeadlineExceeded)
 	}
-	var t interface{ Timeout() bool }
-	return e.Err != nil && errors.As(e.Err, &t) && t.Timeout()
+	return isTimeout(e.Err)
 }

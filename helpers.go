@@ -3,6 +3,7 @@ package retries
 // Helpers shared by the files of the package.
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -83,4 +84,11 @@ func joinStrings[T fmt.Stringer](parts []T) string {
 		b.WriteString(p.String())
 	}
 	return b.String()
+}
+
+// isTimeout reports whether the first error in err's tree with a Timeout
+// method reports a timeout.
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return err != nil && errors.As(err, &t) && t.Timeout()
 }

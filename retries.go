@@ -313,14 +313,13 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 	if ctx == nil {
 		panic("retries: nil Context")
 	}
+	var zero T
 	if ctx.Err() != nil {
-		var zero T
 		return zero, errBeforeStart(ctx)
 	}
 	if p.budget != nil {
 		p.budget.deposit()
 	}
-	var zero T
 	if p.before != nil {
 		return loop(ctx, p, fn, hasValue, false, false, zero, nil, Permit{})
 	}

@@ -155,13 +155,6 @@ func (e *TransportError) As(target any) bool {
 	return false
 }
 
-// isTimeout reports whether the first error in err's tree with a Timeout
-// method reports a timeout.
-func isTimeout(err error) bool {
-	var t interface{ Timeout() bool }
-	return err != nil && errors.As(err, &t) && t.Timeout()
-}
-
 // urlOp spells a method as http.Client does in a *url.Error: "Post".
 func urlOp(method string) string {
 	if method == "" {
