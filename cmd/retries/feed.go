@@ -79,7 +79,7 @@ type feedResult struct {
 	failed     int64 // operations that failed, bad input included
 	badInput   int64
 	unsent     []*operation // dispatched but not sent when interrupted
-	unread     int          // > 0: interrupted, and the input from this line on was not read
+	unread     inputPos     // line > 0: the input from here on was not read (interrupted, or broken JSON)
 	notFound   int64        // removes answered 404
 	condFailed int64        // operations answered 412
 	refusals   int64        // retries the budget refused
@@ -235,7 +235,7 @@ func (f *feeder) run(ctx context.Context, src opSource) feedResult {
 	stopRead := make(chan struct{})
 	defer close(stopRead)
 	go readOps(src, items, stopRead)
-	lastLine, eof := 0, false
+	next, eof := inputPos{line: 1}, false // where the input not yet taken starts
 read:
 	for {
 		var it readItem
@@ -245,7 +245,9 @@ read:
 			break read
 		}
 		op, err := it.op, it.err
-		lastLine = max(lastLine, it.line)
+		if it.after.line > 0 {
+			next = it.after
+		}
 		var bad *badInput
 		var stop *inputError
 		switch {
@@ -259,10 +261,11 @@ read:
 			f.out.printf("retries feed: %v (skipped)\n", err)
 			continue
 		case errors.As(err, &stop):
+			// Reported here, and not as an interrupt below.
 			res.badInput++
 			f.failed.Add(1)
 			f.out.printf("retries feed: %v\n", err)
-			eof = true
+			res.unread, eof = stop.from, true
 			break read
 		case err != nil:
 			f.failed.Add(1)
@@ -282,7 +285,7 @@ read:
 		f.dispatch(ctx, sendCtx, op, slots, &wg)
 	}
 	if !eof {
-		res.unread = lastLine + 1
+		res.unread = next
 	}
 	wg.Wait()
 	close(finished)
@@ -301,17 +304,17 @@ read:
 	for _, op := range res.unsent {
 		f.out.printf("retries feed: not sent: %s\n", op.name())
 	}
-	if res.unread > 0 {
-		f.out.printf("retries feed: interrupted: the input from line %d on was not read\n", res.unread)
+	if !eof {
+		f.out.printf("retries feed: interrupted: the input from %v on was not read\n", res.unread)
 	}
 	return res
 }
 
 // readItem is what readOps read: an operation, or an error of opSource.
 type readItem struct {
-	op   *operation
-	err  error
-	line int // the line of op or of the error, if known
+	op    *operation
+	err   error
+	after inputPos // where the input after op or a *badInput starts; line 0 if unknown
 }
 
 // readOps sends what src yields to items until src ends or stop is closed.
@@ -320,14 +323,11 @@ func readOps(src opSource, items chan<- readItem, stop <-chan struct{}) {
 		op, err := src.next()
 		it := readItem{op: op, err: err}
 		var bad *badInput
-		var ie *inputError
 		switch {
 		case op != nil:
-			it.line = op.line
+			it.after = op.after
 		case errors.As(err, &bad):
-			it.line = bad.line
-		case errors.As(err, &ie):
-			it.line = ie.line
+			it.after = bad.after
 		}
 		select {
 		case items <- it:
@@ -559,7 +559,8 @@ func (r feedResult) summary() []byte {
 		{"retries.badinput.count", r.badInput},
 		{"retries.unsent.count", len(r.unsent)},
 		{"retries.unsent.ids", unsent},
-		{"retries.unread.line", r.unread},
+		{"retries.unread.line", r.unread.line},
+		{"retries.unread.offset", r.unread.off},
 		{"retries.conditionnotmet.count", r.condFailed},
 		{"retries.remove.notfound.count", r.notFound},
 		{"retries.limiter", limiterJSON(r.limiter)},
@@ -710,7 +711,7 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return err
 	}
-	if res.failed > 0 || res.unread != 0 {
+	if res.failed > 0 || res.unread.line != 0 {
 		return errSilent
 	}
 	return nil

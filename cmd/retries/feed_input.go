@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // opKind is what a feed operation does to its document.
@@ -31,11 +29,12 @@ func (k opKind) method() string {
 
 // operation is one parsed operation of a feed, ready to send.
 type operation struct {
-	kind opKind
-	id   string // the document id, as in the input
-	line int    // the input line the operation starts on
-	path string // the escaped document/v1 path with its query, from "/document/v1/"
-	body []byte // nil for a remove
+	kind  opKind
+	id    string   // the document id, as in the input
+	line  int      // the input line the operation starts on
+	after inputPos // where the input after it starts
+	path  string   // the escaped document/v1 path with its query, from "/document/v1/"
+	body  []byte   // nil for a remove
 	// safe reports whether sending the operation twice leaves the
 	// document as sending it once does, so that a request whose outcome is
 	// unknown (a reset connection, a proxy's 502 or 504) may be repeated.
@@ -47,78 +46,159 @@ func (op *operation) name() string {
 	return fmt.Sprintf("line %d: %s %s", op.line, op.kind, op.id)
 }
 
-// rawOp is an operation as the feed format spells it.
-type rawOp struct {
-	Put       *string         `json:"put"`
-	Update    *string         `json:"update"`
-	Remove    *string         `json:"remove"`
-	Fields    json.RawMessage `json:"fields"`
-	Create    *bool           `json:"create"`
-	Condition *string         `json:"condition"`
+// The top-level keys of an operation, each a bit of a set.
+const (
+	keyPut = 1 << iota
+	keyUpdate
+	keyRemove
+	keyID // Vespa's legacy key for a put
+	keyCondition
+	keyCreate
+	keyFields
+)
+
+// opKeys names the keys of an operation. The bits above are their indexes.
+var opKeys = [...]string{"put", "update", "remove", "id", "condition", "create", "fields"}
+
+// keyBit returns the bit of the key name, matched exactly, or 0.
+func keyBit(name []byte) int {
+	switch string(name) {
+	case "put":
+		return keyPut
+	case "update":
+		return keyUpdate
+	case "remove":
+		return keyRemove
+	case "id":
+		return keyID
+	case "condition":
+		return keyCondition
+	case "create":
+		return keyCreate
+	case "fields":
+		return keyFields
+	}
+	return 0
 }
 
-// parseOp turns one JSON object of the feed into an operation. Unknown keys
-// are an error rather than ignored: a misspelt "condition" must not turn a
-// conditional update into an unconditional one.
-func parseOp(data []byte, line int) (*operation, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var r rawOp
-	if err := dec.Decode(&r); err != nil {
-		return nil, fmt.Errorf("invalid operation: %v", err)
+// parseOp turns the JSON text of one operation, a well-formed object (see
+// objectScanner), into an operation. Keys match exactly. An unknown or
+// repeated key is an error rather than ignored or overwritten, so that a
+// misspelt or repeated "condition" never turns a conditional write into an
+// unconditional one. The fields are passed on as written.
+func parseOp(obj []byte, line int) (*operation, error) {
+	if !utf8.Valid(obj) {
+		return nil, errors.New("invalid UTF-8")
 	}
-	if dec.More() {
-		return nil, errors.New("invalid operation: more than one JSON value")
-	}
-	op := &operation{line: line}
-	n := 0
-	for _, c := range []struct {
-		kind opKind
-		id   *string
-	}{{opPut, r.Put}, {opUpdate, r.Update}, {opRemove, r.Remove}} {
-		if c.id != nil {
-			op.kind, op.id = c.kind, *c.id
-			n++
+	var (
+		seen             int
+		id, condition    []byte
+		fields           []byte
+		create, hasField bool
+	)
+	for m := newMembers(obj); ; {
+		rawKey, value, ok := m.next()
+		if !ok {
+			break
+		}
+		key, err := unquote(rawKey)
+		if err != nil {
+			return nil, fmt.Errorf("key %s: %v", rawKey, err)
+		}
+		bit := keyBit(key)
+		switch {
+		case bit == 0:
+			return nil, unknownKey(key)
+		case seen&bit != 0:
+			return nil, fmt.Errorf("duplicate key %q", key)
+		}
+		seen |= bit
+		switch bit {
+		case keyPut, keyUpdate, keyRemove, keyID, keyCondition:
+			if value[0] != '"' {
+				return nil, fmt.Errorf("%q is not a string", key)
+			}
+			s, err := unquote(value)
+			if err != nil {
+				return nil, fmt.Errorf("%q: %v", key, err)
+			}
+			if bit == keyCondition {
+				condition = s
+			} else {
+				id = s
+			}
+		case keyCreate:
+			switch string(value) {
+			case "true":
+				create = true
+			case "false":
+			default:
+				return nil, errors.New(`"create" is not true or false`)
+			}
+		case keyFields:
+			switch value[0] {
+			case '{':
+				fields, hasField = value, true
+			case 'n': // null: no fields, as if the key were absent
+			default:
+				return nil, errors.New(`"fields" is not an object`)
+			}
 		}
 	}
-	if n != 1 {
-		return nil, errors.New(`invalid operation: want exactly one of "put", "update" and "remove"`)
+	op := &operation{line: line, id: string(id)}
+	switch seen & (keyPut | keyUpdate | keyRemove | keyID) {
+	case keyPut, keyID:
+		op.kind = opPut
+	case keyUpdate:
+		op.kind = opUpdate
+	case keyRemove:
+		op.kind = opRemove
+	default:
+		return nil, errors.New(`want exactly one of "put" (or its legacy form "id"), "update" and "remove"`)
+	}
+	switch {
+	case op.kind == opRemove && hasField:
+		return nil, errors.New(`a remove has no "fields"`)
+	case op.kind != opRemove && !hasField:
+		return nil, fmt.Errorf(`%s without "fields"`, op.kind)
+	case op.kind == opRemove && seen&keyCreate != 0:
+		return nil, errors.New(`"create" is for a put or an update, not a remove`)
 	}
 	docPath, err := documentPath(op.id)
 	if err != nil {
 		return nil, err
 	}
-	hasFields := len(r.Fields) > 0 && !bytes.Equal(r.Fields, []byte("null"))
-	if hasFields && (len(bytes.TrimSpace(r.Fields)) == 0 || bytes.TrimSpace(r.Fields)[0] != '{') {
-		return nil, errors.New(`invalid operation: "fields" is not an object`)
-	}
-	switch {
-	case op.kind == opRemove && hasFields:
-		return nil, errors.New(`invalid operation: a remove has no "fields"`)
-	case op.kind != opRemove && !hasFields:
-		return nil, fmt.Errorf(`invalid operation: %s without "fields"`, op.kind)
-	case r.Create != nil && op.kind != opUpdate:
-		return nil, errors.New(`invalid operation: "create" is only for an update`)
-	}
 	q := url.Values{}
-	if r.Create != nil && *r.Create {
+	if create {
 		q.Set("create", "true")
 	}
-	if r.Condition != nil && *r.Condition != "" {
-		q.Set("condition", *r.Condition)
+	if len(condition) > 0 {
+		q.Set("condition", string(condition))
 	}
 	op.path = docPath
 	if len(q) > 0 {
 		op.path += "?" + q.Encode()
 	}
-	if hasFields {
-		op.body = append(append([]byte(`{"fields":`), r.Fields...), '}')
+	if hasField {
+		op.body = make([]byte, 0, len(`{"fields":}`)+len(fields))
+		op.body = append(append(append(op.body, `{"fields":`...), fields...), '}')
 	}
 	op.safe = true
 	if op.kind == opUpdate {
-		op.safe = (r.Condition == nil || *r.Condition == "") && !repeatChanges(r.Fields)
+		op.safe = len(condition) == 0 && !repeatChanges(fields)
 	}
 	return op, nil
+}
+
+// unknownKey is the error for a key that is not one of opKeys, with a hint
+// when it differs from one only in case or by Unicode folding.
+func unknownKey(key []byte) error {
+	for _, k := range opKeys {
+		if strings.EqualFold(string(key), k) {
+			return fmt.Errorf("unknown key %q (keys are case-sensitive: %q)", key, k)
+		}
+	}
+	return fmt.Errorf("unknown key %q", key)
 }
 
 // unsafeUpdates are the update operations whose effect depends on the
@@ -130,37 +210,44 @@ var unsafeUpdates = map[string]bool{
 	"add": true, "modify": true,
 }
 
-// repeatChanges reports whether an update's fields hold an operation that
-// changes the document again when repeated. Anything it cannot read counts
-// as such.
-func repeatChanges(fields json.RawMessage) bool {
-	var byField map[string]json.RawMessage
-	if json.Unmarshal(fields, &byField) != nil {
-		return true
-	}
-	for _, f := range byField {
-		var ops map[string]json.RawMessage
-		if json.Unmarshal(f, &ops) != nil {
+// repeatChanges reports whether an update's fields, a well-formed object,
+// hold an operation that changes the document again when repeated.
+// Anything it cannot read counts as such.
+func repeatChanges(fields []byte) bool {
+	for byField := newMembers(fields); ; {
+		_, f, ok := byField.next()
+		if !ok {
+			return false
+		}
+		if f[0] != '{' {
 			return true
 		}
-		for name, arg := range ops {
-			if unsafeUpdates[name] {
+		for ops := newMembers(f); ; {
+			rawName, arg, ok := ops.next()
+			if !ok {
+				break
+			}
+			name, err := unquote(rawName)
+			if err != nil || unsafeUpdates[string(name)] {
 				return true
 			}
-			if name == "match" { // {"match": {"element": k, "increment": 1}}
-				var m map[string]json.RawMessage
-				if json.Unmarshal(arg, &m) != nil {
-					return true
+			if string(name) != "match" { // {"match": {"element": k, "increment": 1}}
+				continue
+			}
+			if arg[0] != '{' {
+				return true
+			}
+			for m := newMembers(arg); ; {
+				rawK, _, ok := m.next()
+				if !ok {
+					break
 				}
-				for k := range m {
-					if unsafeUpdates[k] {
-						return true
-					}
+				if k, err := unquote(rawK); err != nil || unsafeUpdates[string(k)] {
+					return true
 				}
 			}
 		}
 	}
-	return false
 }
 
 // documentPath maps a document id to its document/v1 path, each part
@@ -170,7 +257,10 @@ func repeatChanges(fields json.RawMessage) bool {
 //	id:NS:TYPE:g=G:ID   → /document/v1/NS/TYPE/group/G/ID
 //	id:NS:TYPE:n=N:ID   → /document/v1/NS/TYPE/number/N/ID
 //
-// ID is everything after the fourth colon and may hold colons itself.
+// ID is everything after the fourth colon and may hold colons itself. N is
+// a signed 64-bit integer, as Vespa's parsers read it, and goes out as
+// Vespa's clients send it: its 64 bits as an unsigned decimal, which is
+// also how Vespa's server writes the number into the id.
 func documentPath(id string) (string, error) {
 	parts := strings.SplitN(id, ":", 5)
 	if len(parts) != 5 || parts[0] != "id" {
@@ -180,214 +270,83 @@ func documentPath(id string) (string, error) {
 	if ns == "" || typ == "" || user == "" {
 		return "", fmt.Errorf("invalid document id %q: empty namespace, type or id", id)
 	}
-	e := url.PathEscape
-	p := "/document/v1/" + e(ns) + "/" + e(typ)
+	p := "/document/v1/" + pathSegment(ns) + "/" + pathSegment(typ)
 	switch {
 	case kv == "":
-		return p + "/docid/" + e(user), nil
+		return p + "/docid/" + pathSegment(user), nil
 	case strings.HasPrefix(kv, "g=") && len(kv) > 2:
-		return p + "/group/" + e(kv[2:]) + "/" + e(user), nil
+		return p + "/group/" + pathSegment(kv[2:]) + "/" + pathSegment(user), nil
 	case strings.HasPrefix(kv, "n="):
-		if _, err := strconv.ParseUint(kv[2:], 10, 64); err != nil {
-			return "", fmt.Errorf("invalid document id %q: n= needs a number", id)
+		n, err := strconv.ParseInt(kv[2:], 10, 64)
+		if err != nil {
+			return "", fmt.Errorf("invalid document id %q: n= needs a signed 64-bit integer", id)
 		}
-		return p + "/number/" + kv[2:] + "/" + e(user), nil
+		return p + "/number/" + strconv.FormatUint(uint64(n), 10) + "/" + pathSegment(user), nil
 	}
 	return "", fmt.Errorf("invalid document id %q: the part after the type must be empty, g=GROUP or n=NUMBER", id)
+}
+
+// pathSegment escapes s as one segment of a path. The segments "." and
+// "..", which url.PathEscape leaves as they are, are escaped too, so that
+// nothing on the way (a proxy, a client) resolves them as dot segments
+// and sends the request to another path.
+func pathSegment(s string) string {
+	switch s {
+	case ".":
+		return "%2E"
+	case "..":
+		return "%2E%2E"
+	}
+	return url.PathEscape(s)
 }
 
 // badInput is an operation of the feed that could not be parsed; reading
 // goes on with the next one.
 type badInput struct {
-	line int
-	err  error
+	line  int
+	after inputPos // where the input after it starts
+	err   error
 }
 
 func (e *badInput) Error() string { return fmt.Sprintf("line %d: %v", e.line, e.err) }
 
-// inputError is input that cannot be read on: the rest of the feed is
-// not read.
+// inputError is input that cannot be read on: nothing from from on is
+// read.
 type inputError struct {
-	line int
+	from inputPos
 	err  error
 }
 
 func (e *inputError) Error() string {
-	return fmt.Sprintf("line %d: %v; the rest of the input was not read", e.line, e.err)
+	return fmt.Sprintf("%v; the input from %v on was not read", e.err, e.from)
 }
 
-// opReader streams the operations of a feed: JSON lines, or one JSON array,
-// told apart by the first character that is not white space. It never holds
-// more than one operation (and the decoder's buffer) in memory.
+func (e *inputError) Unwrap() error { return e.err }
+
+// opReader streams the operations of a feed, as objectScanner frames them.
 type opReader struct {
-	lr    *lineReader
-	br    *bufio.Reader
-	dec   *json.Decoder // for an array; nil for JSON lines
-	start bool
-	done  bool
-	line  int // JSON lines: the line last read
+	s *objectScanner
 }
 
-func newOpReader(r io.Reader) *opReader {
-	lr := &lineReader{r: r}
-	return &opReader{lr: lr, br: bufio.NewReaderSize(lr, 64<<10)}
-}
+func newOpReader(r io.Reader) *opReader { return &opReader{s: newObjectScanner(r)} }
 
 // next returns the next operation, a *badInput for one that could not be
 // parsed (call next again), an *inputError for input that cannot be read on,
 // or io.EOF.
 func (r *opReader) next() (*operation, error) {
-	if r.done {
+	obj, err := r.s.next()
+	switch {
+	case err == io.EOF:
 		return nil, io.EOF
+	case err == errTooLarge:
+		return nil, &badInput{line: r.s.start.line, after: r.s.after, err: err}
+	case err != nil:
+		return nil, &inputError{from: r.s.unread(), err: err}
 	}
-	if !r.start {
-		r.start = true
-		if err := r.detect(); err != nil {
-			return nil, err
-		}
-	}
-	if r.dec != nil {
-		return r.nextElement()
-	}
-	return r.nextLine()
-}
-
-// detect looks at the first character that is not white space.
-func (r *opReader) detect() error {
-	for {
-		b, err := r.br.ReadByte()
-		if err != nil {
-			r.done = true
-			if err == io.EOF {
-				return io.EOF
-			}
-			return &inputError{line: 1, err: err}
-		}
-		switch b {
-		case ' ', '\t', '\r', '\n':
-			if b == '\n' {
-				r.line++
-			}
-			continue
-		}
-		if err := r.br.UnreadByte(); err != nil {
-			return &inputError{line: r.line + 1, err: err}
-		}
-		if b == '[' {
-			// The decoder reads from the buffered reader; offsets count
-			// from the '['.
-			r.lr.base, r.lr.lines = r.lr.read-int64(r.br.Buffered()), r.line
-			r.lr.lineAt(0) // forget the newlines before the '['
-			r.lr.lines = r.line
-			r.dec = json.NewDecoder(r.br)
-			if _, err := r.dec.Token(); err != nil {
-				r.done = true
-				return &inputError{line: r.line + 1, err: err}
-			}
-			return nil
-		}
-		// JSON lines count their own lines.
-		r.lr.off, r.lr.pending = true, nil
-		return nil
-	}
-}
-
-// nextLine reads the next non-blank line.
-func (r *opReader) nextLine() (*operation, error) {
-	for {
-		data, err := r.br.ReadBytes('\n')
-		if len(data) == 0 && err != nil {
-			r.done = true
-			if err == io.EOF {
-				return nil, io.EOF
-			}
-			return nil, &inputError{line: r.line + 1, err: err}
-		}
-		r.line++
-		if err != nil && err != io.EOF {
-			r.done = true
-			return nil, &inputError{line: r.line, err: err}
-		}
-		data = bytes.TrimSpace(data)
-		if len(data) == 0 {
-			continue
-		}
-		op, perr := parseOp(data, r.line)
-		if perr != nil {
-			return nil, &badInput{line: r.line, err: perr}
-		}
-		return op, nil
-	}
-}
-
-// nextElement decodes the next element of the array.
-func (r *opReader) nextElement() (*operation, error) {
-	if !r.dec.More() {
-		r.done = true
-		tok, err := r.dec.Token()
-		if err != nil || tok != json.Delim(']') {
-			return nil, &inputError{line: r.lineAt(r.dec.InputOffset()), err: fmt.Errorf("unterminated JSON array: %v", err)}
-		}
-		return nil, io.EOF
-	}
-	var raw json.RawMessage
-	if err := r.dec.Decode(&raw); err != nil {
-		r.done = true
-		off := r.dec.InputOffset()
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			off = se.Offset
-		}
-		return nil, &inputError{line: r.lineAt(off), err: fmt.Errorf("invalid JSON: %v", err)}
-	}
-	// The element ends at InputOffset; it starts on the line of its first
-	// character, which is the line of its end less its own newlines.
-	line := r.lineAt(r.dec.InputOffset()) - bytes.Count(raw, []byte("\n"))
-	op, err := parseOp(raw, line)
+	op, err := parseOp(obj, r.s.start.line)
 	if err != nil {
-		return nil, &badInput{line: line, err: err}
+		return nil, &badInput{line: r.s.start.line, after: r.s.after, err: fmt.Errorf("invalid operation: %v", err)}
 	}
+	op.after = r.s.after
 	return op, nil
-}
-
-// lineAt returns the line number of the byte at offset off of the array.
-func (r *opReader) lineAt(off int64) int { return r.lr.lineAt(off) + 1 }
-
-// lineReader counts the newlines of what it reads, so that a position of
-// the JSON decoder, which reads ahead, can be turned into a line number.
-// It keeps only the positions of newlines not yet asked about.
-type lineReader struct {
-	r       io.Reader
-	read    int64   // bytes read so far
-	base    int64   // the position that offset 0 refers to
-	lines   int     // newlines before the oldest pending one
-	pending []int64 // positions of newlines read but not yet passed
-	off     bool    // stop keeping positions
-}
-
-func (l *lineReader) Read(p []byte) (int, error) {
-	n, err := l.r.Read(p)
-	for i, b := range p[:n] {
-		if l.off {
-			break
-		}
-		if b == '\n' {
-			l.pending = append(l.pending, l.read+int64(i))
-		}
-	}
-	l.read += int64(n)
-	return n, err
-}
-
-// lineAt returns the number of newlines before offset off (counted from
-// base). Offsets must not decrease from call to call.
-func (l *lineReader) lineAt(off int64) int {
-	pos := l.base + off
-	i := 0
-	for i < len(l.pending) && l.pending[i] < pos {
-		i++
-	}
-	l.lines += i
-	l.pending = l.pending[i:]
-	return l.lines
 }

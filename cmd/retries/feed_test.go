@@ -186,19 +186,19 @@ func TestParseOp(t *testing.T) {
 			path: "/document/v1/a/b/docid/1", body: `{"fields":{"w":{"match":{"element":"x","increment":1}}}}`},
 		{name: "remove", in: `{"remove":"id:a:b:g=g1:1"}`, kind: opRemove, path: "/document/v1/a/b/group/g1/1", safe: true},
 		{name: "remove_condition", in: `{"remove":"id:a:b::1","condition":"b.x==1"}`, kind: opRemove, path: "/document/v1/a/b/docid/1?condition=b.x%3D%3D1", safe: true},
-		{name: "not_json", in: `{"put":`, errSubstring: "invalid operation"},
-		{name: "unknown_key", in: `{"put":"id:a:b::1","fields":{},"condtion":"x"}`, errSubstring: `unknown field "condtion"`},
+		{name: "not_json", in: `{"put":`, errSubstring: "invalid JSON: unexpected end of input"},
+		{name: "unknown_key", in: `{"put":"id:a:b::1","fields":{},"condtion":"x"}`, errSubstring: `unknown key "condtion"`},
 		{name: "two_kinds", in: `{"put":"id:a:b::1","remove":"id:a:b::1","fields":{}}`, errSubstring: "exactly one"},
 		{name: "no_kind", in: `{"fields":{}}`, errSubstring: "exactly one"},
 		{name: "remove_with_fields", in: `{"remove":"id:a:b::1","fields":{}}`, errSubstring: `a remove has no "fields"`},
 		{name: "put_without_fields", in: `{"put":"id:a:b::1"}`, errSubstring: `put without "fields"`},
 		{name: "fields_not_object", in: `{"put":"id:a:b::1","fields":[1]}`, errSubstring: "not an object"},
-		{name: "create_on_put", in: `{"put":"id:a:b::1","create":true,"fields":{}}`, errSubstring: `"create" is only for an update`},
+		{name: "create_on_put", in: `{"put":"id:a:b::1","create":true,"fields":{}}`, kind: opPut, path: "/document/v1/a/b/docid/1?create=true", body: `{"fields":{}}`, safe: true},
+		{name: "create_on_remove", in: `{"remove":"id:a:b::1","create":true}`, errSubstring: `"create" is for a put or an update, not a remove`},
 		{name: "bad_id", in: `{"put":"doc1","fields":{}}`, errSubstring: "invalid document id"},
-		{name: "trailing_value", in: `{"remove":"id:a:b::1"} {}`, errSubstring: "more than one"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			op, err := parseOp([]byte(tc.in), 7)
+			op, err := readOne(strings.Repeat("\n", 6) + tc.in)
 			if tc.errSubstring != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.errSubstring) {
 					t.Errorf("parseOp(%s) error = %v, want one containing %q", tc.in, err, tc.errSubstring)
@@ -214,6 +214,11 @@ func TestParseOp(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readOne reads the first operation of text, as a feed does.
+func readOne(text string) (*operation, error) {
+	return newOpReader(strings.NewReader(text)).next()
 }
 
 const threeOps = `{"put": "id:ns:doc::1", "fields": {"title": "one"}}
@@ -272,18 +277,24 @@ func TestFeedBadInput(t *testing.T) {
 		want        []string // on stderr
 		ok, failed  float64
 	}{
-		{"json_lines",
-			"{\"put\":\"id:a:b::1\",\"fields\":{}}\n{\"put\": \n\n{\"put\":\"nope\",\"fields\":{}}\n{\"remove\":\"id:a:b::2\"}\n",
-			[]string{"line 2: invalid operation", "line 4: invalid document id \"nope\""}, 2, 2},
+		{"json_lines_bad_operation",
+			"{\"put\":\"id:a:b::1\",\"fields\":{}}\n{\"put\":\"nope\",\"fields\":{}}\n{\"remove\":\"id:a:b::2\"}\n",
+			[]string{`line 2: invalid operation: invalid document id "nope"`}, 2, 1},
+		{"json_lines_syntax_error",
+			"{\"put\":\"id:a:b::1\",\"fields\":{}}\n{\"put\": \n\n{\"put\":\"id:a:b::2\",\"fields\":{}}\n{\"remove\":\"id:a:b::2\"}\n",
+			[]string{"line 5: invalid JSON: '{' after a value: want ',' or '}' (in the operation from line 2); the input from line 2 on was not read"}, 1, 1},
 		{"array_bad_element",
 			"[\n{\"put\":\"id:a:b::1\",\"fields\":{}},\n{\"put\":\"id:a:b::2\",\n \"fieldz\":{}},\n{\"remove\":\"id:a:b::3\"}\n]",
-			[]string{`line 3: invalid operation: json: unknown field "fieldz"`}, 2, 1},
+			[]string{`line 3: invalid operation: unknown key "fieldz"`}, 2, 1},
 		{"array_syntax_error",
 			"[\n{\"put\":\"id:a:b::1\",\"fields\":{}},\n{\"put\":\"id:a:b::2\",,\n{\"remove\":\"id:a:b::3\"}\n]",
-			[]string{"line 3: invalid JSON", "the rest of the input was not read"}, 1, 1},
+			[]string{"line 3: invalid JSON: ',' where an object key should start; the input from line 3 on was not read"}, 1, 1},
 		{"array_unterminated",
 			"[\n{\"put\":\"id:a:b::1\",\"fields\":{}}\n",
-			[]string{"line 2: unterminated JSON array"}, 1, 1},
+			[]string{"line 3: invalid JSON: unexpected end of input in the array: want ']'"}, 1, 1},
+		{"after_array",
+			"[\n{\"put\":\"id:a:b::1\",\"fields\":{}}\n]\n{\"put\":\"id:a:b::2\",\"fields\":{}}\n",
+			[]string{"line 4: invalid JSON: '{' after the end of the array; the input from line 4 on was not read"}, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -505,7 +516,7 @@ func TestFeedUnsafeNotRetried(t *testing.T) {
 				return 0
 			})
 			res, _, stderr := runTestFeed(t, context.Background(), testFeedConfig(srv.URL, nil), tc.op+"\n")
-			op, _ := parseOp([]byte(tc.op), 1)
+			op, _ := readOne(tc.op)
 			if got := srv.requests(op.kind.method(), op.path); got != tc.requests {
 				t.Errorf("server got %d requests, want %d", got, tc.requests)
 			}
