@@ -45,7 +45,8 @@ func FuzzReadFeed(f *testing.F) {
 				return
 			}
 			if err != nil {
-				if !isSyntaxError(err) {
+				var se *syntaxError
+				if !errors.As(err, &se) {
 					t.Fatalf("next() = %v, want a syntax error", err)
 				}
 				from := s.unread()

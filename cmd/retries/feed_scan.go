@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 )
@@ -146,12 +145,14 @@ func (s *objectScanner) next() ([]byte, error) {
 	}
 	s.contentLine = s.line
 	s.finishLine()
-	s.after = s.pos0()
+	s.after = s.here()
 	return obj, err
 }
 
 // finishLine reads past the white space after a value up to the end of its
 // line, so that s.after names the next line when the value ends its line.
+// On a pipe it may wait for the rest of the line, which a writer of JSON
+// lines sends with the value.
 func (s *objectScanner) finishLine() {
 	for {
 		for s.pos < s.end {
@@ -172,8 +173,8 @@ func (s *objectScanner) finishLine() {
 	}
 }
 
-// pos0 is the position of win[pos].
-func (s *objectScanner) pos0() inputPos {
+// here is the position of win[pos].
+func (s *objectScanner) here() inputPos {
 	return inputPos{line: s.line, off: s.off + int64(s.pos), mid: s.contentLine == s.line}
 }
 
@@ -184,7 +185,7 @@ func (s *objectScanner) unread() inputPos {
 	if s.inValue {
 		return s.start
 	}
-	return s.pos0()
+	return s.here()
 }
 
 func (s *objectScanner) frameNext() ([]byte, error) {
@@ -302,7 +303,7 @@ func (s *objectScanner) fill() error {
 // scanObject scans the object that starts at win[pos] and returns its text.
 func (s *objectScanner) scanObject() ([]byte, error) {
 	s.val, s.tooBig, s.inValue = s.val[:0], false, true
-	s.start = s.pos0()
+	s.start = s.here()
 	s.begin = s.pos
 	s.stack = append(s.stack[:0], '{')
 	s.state = stKeyOrClose
@@ -563,10 +564,4 @@ func quoteChar(c byte) string {
 		return fmt.Sprintf("'%c'", c)
 	}
 	return fmt.Sprintf("byte %#02x", c)
-}
-
-// isSyntaxError reports whether err stops the reading of a feed.
-func isSyntaxError(err error) bool {
-	var se *syntaxError
-	return errors.As(err, &se)
 }
