@@ -189,4 +189,4 @@ func (b *Budget) take(spend bool) bool {
 //
 // Copies of the policy share b. A nil b removes the budget. None of the
 // seven policies has one.
-func WithBudget(b *Budget) Option { return func(p *Policy) { p.budget = b } }
+func WithBudget(b *Budget) Option { return func(p *Policy) { p.shared.budget = b } }

@@ -106,27 +106,6 @@ func (e *RetryError) Unwrap() []error {
 	return errs
 }
 
-// errBeforeStart is the error of a call whose ctx was done before the first
-// attempt: ctx.Err() itself, or a *RetryError with no attempt that matches
-// both ctx.Err() and a cause set with context.WithCancelCause.
-func errBeforeStart(ctx context.Context) error {
-	err, cause := ctx.Err(), context.Cause(ctx)
-	if cause == nil || cause == err {
-		return err
-	}
-	return newRetryError(&State{}, err, cause)
-}
-
-// ctxEnded is the error of a call that ctx ended after st's attempt. When
-// deadline is non-nil, ctx is not done yet, but its deadline would pass
-// during the next wait.
-func ctxEnded(ctx context.Context, st *State, deadline error) error {
-	if deadline != nil {
-		return newRetryError(st, deadline, deadline)
-	}
-	return newRetryError(st, ctx.Err(), context.Cause(ctx))
-}
-
 // Timeout reports whether the call ended in a timeout: the context's
 // deadline ended it (its error or cause matches
 // [context.DeadlineExceeded]), or the policy gave up after an attempt whose

@@ -509,4 +509,4 @@ func defaultBackpressure(v any, err error) bool {
 // from l first and releases it with what its outcome says about the server.
 // A retry after backpressure skips the policy's wait, since l paces it.
 // Copies share l; a nil l removes it.
-func WithLimiter(l *Limiter) Option { return func(p *Policy) { p.limiter = l } }
+func WithLimiter(l *Limiter) Option { return func(p *Policy) { p.shared.limiter = l } }

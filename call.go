@@ -1,0 +1,355 @@
+package retries
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// Do calls fn until it succeeds, its outcome is not retried, the policy
+// gives up, or ctx ends; see [DoValue], whose rules it follows with no
+// value.
+//
+// Do panics if ctx or fn is nil.
+//
+//go:noinline
+func (p Policy) Do(ctx context.Context, fn func(context.Context) error) error {
+	// Not inlined: in a caller's package the compiler has no escape
+	// information for the generic run, and would move the caller's fn,
+	// and what it captures, to the heap (TestRetriesAllocateNothing).
+	if fn == nil {
+		panic("retries: Policy.Do with a nil function")
+	}
+	_, err := run[struct{}](ctx, &p, nil, fn)
+	return err
+}
+
+// DoValue calls fn under p until it succeeds, its outcome is not retried,
+// p gives up, or ctx ends, and returns the last value fn returned with:
+//   - a nil error, when an attempt succeeded and p does not retry its value;
+//   - the attempt's error itself, when p does not retry it;
+//   - the inner error, unwrapped, when fn returned [Permanent](err);
+//   - what p's exhaustion rule gives, when p gave up (its Stop fired, or
+//     its [Budget] refused the next retry): a [*RetryError], the last error
+//     ([WithReraise]), or the callback's error ([WithOnExhausted]);
+//   - a [*RetryError] that matches both the context's error and the last
+//     attempt's error, when ctx ended the call: during a wait, during an
+//     attempt whose outcome was retryable, or because the next wait would
+//     end at or after ctx's deadline (then the error matches
+//     [context.DeadlineExceeded] although ctx is not yet done).
+//
+// If ctx is already done, fn is not called and DoValue returns ctx's error;
+// ctx is checked again right before every attempt, so no attempt starts
+// with a done ctx. A panic in fn, a hook, a stop, a wait or a predicate
+// propagates and is not retried; a retried value still pending is
+// discarded, and a [Limiter] permit released, as it unwinds. DoValue never
+// retries once ctx is done, whatever the predicate says.
+//
+// DoValue panics if ctx or fn is nil.
+func DoValue[T any](ctx context.Context, p Policy, fn func(context.Context) (T, error)) (T, error) {
+	if fn == nil {
+		panic("retries: DoValue with a nil function")
+	}
+	return run(ctx, &p, fn, nil)
+}
+
+// run is the retry loop shared by DoValue, which passes fn, and Do, which
+// passes do (and T struct{}): its values are never shown to predicates.
+func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), do func(context.Context) error) (T, error) {
+	if ctx == nil {
+		panic("retries: nil Context")
+	}
+	var v T
+	if ctx.Err() != nil {
+		return v, errBeforeStart(ctx)
+	}
+	p.shared.start()
+	if p.before != nil || p.shared.admits() {
+		c := call{ctx: ctx, hasValue: do == nil}
+		return loop(&c, p, fn, do, v, nil, false)
+	}
+	// The fast path: with nothing to call before an attempt and no ticket
+	// to hold, the first attempt runs here, before the call's state exists
+	// and outside its deferred release, so that a first-try success costs
+	// little more than fn.
+	var err error
+	if do != nil {
+		err = do(ctx)
+	} else {
+		v, err = fn(ctx)
+	}
+	if err == nil && (!p.valueRetry || !p.retry.match(box(v, do == nil), nil)) {
+		return v, nil
+	}
+	c := call{ctx: ctx, hasValue: do == nil, retried: err == nil}
+	c.st.Attempt = 1
+	return loop(&c, p, fn, do, v, err, true)
+}
+
+// loop runs attempts of fn (DoValue) or do (Do) until one ends the call,
+// each in three steps: admission, the attempt and its judgement, then the
+// pause before the next. With ran, the first attempt has run already, and
+// v and err are its outcome. It is the only part of a call that knows T.
+func loop[T any](c *call, p *Policy, fn func(context.Context) (T, error), do func(context.Context) error, v T, err error, ran bool) (T, error) {
+	// A panic in a hook, a stop, a wait, a predicate or fn unwinds through
+	// here: release what the call holds, then let the panic go on. Every
+	// return clears pending and the ticket first.
+	defer c.unwind(p)
+	for {
+		if !ran {
+			if end, err := c.admit(p); end {
+				return v, err
+			}
+			if do != nil {
+				err = do(c.ctx)
+			} else {
+				v, err = fn(c.ctx)
+			}
+		}
+		ran = false
+		// Only a successful attempt has a value: an error's companion
+		// value (usually the zero value) is neither shown nor discarded.
+		var boxed any
+		if err == nil {
+			boxed = box(v, c.hasValue)
+			if !p.valueRetry && !c.retried { // a success, and nothing to judge
+				p.shared.report(&c.ticket, boxed, nil, false)
+				return v, nil
+			}
+		}
+		if end, err := c.judge(p, boxed, err); end {
+			return v, err
+		}
+		if end, err := c.pause(p); end {
+			return v, err
+		}
+	}
+}
+
+// call is the state of one call of Do or DoValue past its fast path. The
+// policy and the caller's function are passed to its steps rather than
+// kept in it: escape analysis does not tell a struct's fields apart, and
+// the context and values, which leak into the caller's functions, would
+// take the caller's Policy, or the closure that is fn, to the heap with
+// them.
+type call struct {
+	ctx      context.Context
+	hasValue bool // DoValue: values are shown to predicates
+
+	st      State
+	retried bool      // the predicate has already retried the outcome to judge
+	start   time.Time // the end of the first attempt
+	w       waiter    // this call's wait, begun at the first retry
+	waitSet bool
+	paced   bool   // a shared object paces the next attempt: no wait of its own
+	pending any    // a retried value neither released nor handed back yet
+	ticket  ticket // what the shared objects lent the attempt in flight
+}
+
+// admit starts the next attempt: the before hook, then admission by the
+// shared objects. It reports whether the call ends instead, and with what
+// error.
+func (c *call) admit(p *Policy) (end bool, err error) {
+	c.st.Attempt++
+	if p.before != nil {
+		p.before(c.ctx, State{Attempt: c.st.Attempt, Elapsed: c.since(), Slept: c.st.Slept, PrevWait: c.st.PrevWait})
+	}
+	if err := p.shared.admit(c.ctx, &c.ticket); err != nil {
+		if c.st.Attempt--; c.st.Attempt == 0 {
+			return true, errBeforeStart(c.ctx)
+		}
+		return true, c.ctxEnded(p, nil)
+	}
+	return false, nil
+}
+
+// judge decides on an attempt's outcome, v (nil for an error, or in Do)
+// and err: a permanent error or an outcome the predicate does not retry
+// ends the call. The shared objects hear of it either way.
+func (c *call) judge(p *Policy, v any, err error) (end bool, _ error) {
+	if err != nil {
+		if inner, ok := findPermanent(err); ok {
+			p.shared.drop(&c.ticket)
+			return true, inner
+		}
+	}
+	retry := c.retried || (err != nil || p.valueRetry) && p.retry.match(v, err)
+	c.retried = false
+	c.paced = p.shared.report(&c.ticket, v, err, retry)
+	if !retry {
+		return true, err
+	}
+	if v != nil && !isNilPointer(v) {
+		c.pending = v
+	}
+	c.st.Err, c.st.Value = err, v
+	return false, nil
+}
+
+// pause runs the hooks, the wait and the checks between a retried attempt
+// and the next. It reports whether the call ends, and with what error
+// (which the exhaustion callback may make nil).
+func (c *call) pause(p *Policy) (end bool, err error) {
+	st := &c.st
+	// Elapsed counts from the end of the first attempt, so a call that
+	// succeeds at once never reads the clock. After later attempts the
+	// clock is read only when something looks at State.Elapsed.
+	if c.start.IsZero() {
+		c.start = time.Now()
+	} else if p.clockEach {
+		st.Elapsed = time.Since(c.start)
+	}
+	st.Wait = 0
+	if p.after != nil {
+		p.after(c.ctx, *st)
+	}
+	if c.ctx.Err() != nil {
+		return true, c.ctxEnded(p, nil)
+	}
+	if !c.waitSet {
+		c.w, c.waitSet = p.wait.begin(), true
+	}
+	d, stop := time.Duration(0), false
+	if c.w != nil {
+		d, stop = c.w.next(*st)
+	}
+	if c.paced {
+		d = 0 // the shared object paces this retry in admit
+	}
+	st.Wait = d
+	switch {
+	case stop || p.stop.check(*st):
+		return true, c.exhausted(p, nil)
+	case deadlineBefore(c.ctx, d):
+		return true, c.ctxEnded(p, context.DeadlineExceeded)
+	}
+	if refusal := p.shared.mayRetry(); refusal != nil {
+		return true, c.exhausted(p, refusal)
+	}
+	if p.beforeSleep != nil {
+		p.beforeSleep(c.ctx, *st)
+	}
+	if !sleep(c.ctx, d) {
+		return true, c.ctxEnded(p, nil)
+	}
+	st.Slept = addSat(st.Slept, d)
+	st.PrevWait = d
+	if refusal := p.shared.retry(); refusal != nil {
+		return true, c.exhausted(p, refusal)
+	}
+	if c.pending != nil {
+		p.discardValue(c.pending)
+		c.pending = nil
+	}
+	// The context may have ended while the value was released: never
+	// start an attempt with a done context.
+	if c.ctx.Err() != nil {
+		return true, c.ctxEnded(p, nil)
+	}
+	return false, nil
+}
+
+// unwind releases what the call still holds when it ends, by a return or
+// a panic.
+func (c *call) unwind(p *Policy) {
+	p.shared.drop(&c.ticket)
+	if c.pending != nil {
+		p.discardValue(c.pending)
+	}
+}
+
+// The ways a call ends after an attempt. Each hands the pending value to
+// the caller (it is in the error, or returned) and brings State.Elapsed up
+// to date.
+
+// exhausted ends the call with the policy's exhaustion rule: its Stop or
+// its Wait gave up, or a shared object refused the retry (refusal).
+func (c *call) exhausted(p *Policy, refusal error) error {
+	c.settle(p)
+	c.st.Refusal = refusal
+	switch {
+	case p.onExhausted != nil:
+		return p.onExhausted(c.st)
+	case p.reraise && c.st.Err != nil:
+		return c.st.Err
+	}
+	return newRetryError(&c.st, nil, nil)
+}
+
+// ctxEnded ends the call because ctx did. When deadline is non-nil, ctx is
+// not done yet, but its deadline would pass during the next wait.
+func (c *call) ctxEnded(p *Policy, deadline error) error {
+	c.settle(p)
+	if deadline != nil {
+		return newRetryError(&c.st, deadline, deadline)
+	}
+	return newRetryError(&c.st, c.ctx.Err(), context.Cause(c.ctx))
+}
+
+// settle hands the pending value over and brings st.Elapsed up to date,
+// when the loop did not keep it current.
+func (c *call) settle(p *Policy) {
+	c.pending = nil
+	if !p.clockEach {
+		c.st.Elapsed = time.Since(c.start)
+	}
+}
+
+// since returns the time since the first attempt ended, or 0 before.
+func (c *call) since() time.Duration {
+	if c.start.IsZero() {
+		return 0
+	}
+	return time.Since(c.start)
+}
+
+// errBeforeStart is the error of a call whose ctx was done before the first
+// attempt: ctx.Err() itself, or a *RetryError with no attempt that matches
+// both ctx.Err() and a cause set with context.WithCancelCause.
+func errBeforeStart(ctx context.Context) error {
+	err, cause := ctx.Err(), context.Cause(ctx)
+	if cause == nil || cause == err {
+		return err
+	}
+	return newRetryError(&State{}, err, cause)
+}
+
+// deadlineBefore reports whether ctx's deadline comes before a wait of d
+// would end.
+func deadlineBefore(ctx context.Context, d time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return ok && d >= time.Until(dl)
+}
+
+// sleep waits d or until ctx is done, and reports whether it waited d.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// box returns v as the value predicates see: nil in Do, which has none.
+func box[T any](v T, hasValue bool) any {
+	if !hasValue {
+		return nil
+	}
+	return v
+}
+
+func (p *Policy) discardValue(v any) {
+	if p.discard != nil {
+		p.discard(v)
+		return
+	}
+	if r, ok := v.(*http.Response); ok {
+		discardBody(r)
+	}
+}
