@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/seed32e55400/retries"
@@ -119,6 +117,7 @@ type demoResult struct {
 
 	lost    []string // given up on, or never acknowledged by the server
 	elapsed time.Duration
+	burst   float64 // the server's token bucket size
 	limiter *retries.Limiter // its final state
 	budget  *retries.Budget
 }
@@ -171,92 +170,15 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// counters are the client's live counts.
-type counters struct {
-	started, requests, got429, got503, connErrors, done atomic.Int64
-}
-
-// retries is the number of requests sent beyond the first of each document.
-func (c *counters) retries() int64 { return c.requests.Load() - c.started.Load() }
-
-// countingTransport counts the requests that go on the wire and what comes
-// back, below the retrying Transports.
-type countingTransport struct {
-	base http.RoundTripper
-	c    *counters
-}
-
-func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	t.c.requests.Add(1)
-	resp, err := t.base.RoundTrip(req)
-	if err != nil {
-		t.c.connErrors.Add(1)
-		return nil, err
-	}
-	switch resp.StatusCode {
-	case http.StatusTooManyRequests:
-		t.c.got429.Add(1)
-	case http.StatusServiceUnavailable:
-		t.c.got503.Add(1)
-	}
-	return resp, nil
-}
-
-// docBody returns the JSON body of document id.
-func docBody(id string) []byte {
+// docFields returns the JSON fields of document id; the demo server checks
+// that the body it gets is exactly {"fields": docFields(id)}.
+func docFields(id string) []byte {
 	var d demoDoc
 	d.Fields.ID = id
 	d.Fields.Title = "Document " + id
 	d.Fields.Text = "A document fed by the retries demo through DocV1 around Throttle."
-	b, _ := json.Marshal(d)
+	b, _ := json.Marshal(d.Fields)
 	return b
-}
-
-// reportProgress prints the progress every cfg.progress until done is
-// closed, then once more: one rewritten line on a terminal, else a line
-// each time.
-func reportProgress(out io.Writer, cfg demoConfig, c *counters, start time.Time, done <-chan struct{}) {
-	t := time.NewTicker(cfg.progress)
-	defer t.Stop()
-	// The rate is over the last second or so: from the oldest report kept.
-	type mark struct {
-		t time.Time
-		n int64
-	}
-	marks := []mark{{start, 0}}
-	report := func(final bool) {
-		now := time.Now()
-		n := c.done.Load()
-		for len(marks) > 1 && now.Sub(marks[1].t) >= time.Second {
-			marks = marks[1:]
-		}
-		from := marks[0]
-		if final {
-			from = mark{start, 0}
-		}
-		rate := float64(n-from.n) / now.Sub(from.t).Seconds()
-		marks = append(marks, mark{now, n})
-		line := fmt.Sprintf("%5.1f s  %*d/%d docs  %4.0f docs/s  retries %d: %d×429 %d×503 %d errors",
-			now.Sub(start).Seconds(), len(strconv.Itoa(cfg.docs)), n, cfg.docs, rate,
-			c.retries(), c.got429.Load(), c.got503.Load(), c.connErrors.Load())
-		switch {
-		case cfg.terminal && final:
-			fmt.Fprintf(out, "\r\033[K%s\n", line)
-		case cfg.terminal:
-			fmt.Fprintf(out, "\r\033[K%s", line)
-		case !final:
-			fmt.Fprintln(out, line)
-		}
-	}
-	for {
-		select {
-		case <-t.C:
-			report(false)
-		case <-done:
-			report(true)
-			return
-		}
-	}
 }
 
 // writeDemoSummary prints what the run did.
@@ -284,8 +206,7 @@ func writeDemoSummary(out io.Writer, cfg demoConfig, r demoResult) {
 	row("503s "+verb, "%d", r.got503)
 	row("connection resets", "%d (%d requests failed without a response)", r.resets, r.connErrors)
 	row("elapsed", "%.2f s", r.elapsed.Seconds())
-	goodput := float64(r.acked) / r.elapsed.Seconds()
-	row("goodput", "%.0f documents/s, %.0f%% of the %s requests/s the server admits", goodput, 100*goodput/cfg.rate, trimFloat(cfg.rate))
+	row("goodput", "%.0f documents/s, %s", float64(r.acked)/r.elapsed.Seconds(), ofAdmitted(r.acked, r.elapsed, cfg.rate, r.burst))
 	if r.limiter != nil {
 		row("limiter", "%v", r.limiter)
 	}
@@ -295,6 +216,15 @@ func writeDemoSummary(out io.Writer, cfg demoConfig, r demoResult) {
 	if r.rejected > 0 {
 		row("rejected bodies", "%d (400: the body was not the document)", r.rejected)
 	}
+}
+
+// ofAdmitted says what share n documents in elapsed are of the requests a
+// server admits at rate a second after a burst: rate×elapsed + burst, so
+// that the burst's credit never reads as more than 100 %.
+func ofAdmitted(n int, elapsed time.Duration, rate, burst float64) string {
+	admitted := rate*elapsed.Seconds() + burst
+	return fmt.Sprintf("%.0f%% of the %.0f requests the server admits in that time (%s/s after a burst of %s)",
+		100*float64(n)/admitted, admitted, trimFloat(rate), trimFloat(burst))
 }
 
 // percent formats a fraction as a percentage with at most three

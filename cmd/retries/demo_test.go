@@ -12,12 +12,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/seed32e55400/retries"
+	"github.com/seed32e55400/retries/cmd/retries/internal/feed"
 )
 
 // noWaits returns the demo's policies without their waits, so that tests
@@ -283,51 +282,26 @@ func TestTokenBucket(t *testing.T) {
 	}
 }
 
-func TestProgressLines(t *testing.T) {
+// docBody is the body the feed sends for document id.
+func docBody(id string) []byte { return []byte(`{"fields":` + string(docFields(id)) + "}") }
+
+// TestDemoLine checks the demo's progress line; package feed tests when
+// and how lines are written.
+func TestDemoLine(t *testing.T) {
 	t.Parallel()
+	line := demoLine(10)
 	for _, tc := range []struct {
-		name     string
-		terminal bool
-		want     string
+		p    feed.Progress
+		want string
 	}{
-		// Two ticks, then the end: lines for the ticks only.
-		{"plain", false, "" +
-			"  1.0 s   4/10 docs     4 docs/s  retries 0: 0×429 0×503 0 errors\n" +
-			"  2.0 s   7/10 docs     3 docs/s  retries 3: 2×429 1×503 0 errors\n"},
-		// One line rewritten in place, ended by the final report with the
-		// overall rate.
-		{"terminal", true, "" +
-			"\r\033[K  1.0 s   4/10 docs     4 docs/s  retries 0: 0×429 0×503 0 errors" +
-			"\r\033[K  2.0 s   7/10 docs     3 docs/s  retries 3: 2×429 1×503 0 errors" +
-			"\r\033[K  2.5 s  10/10 docs     4 docs/s  retries 3: 2×429 1×503 0 errors\n"},
+		{feed.Progress{Elapsed: time.Second, Rate: 4, Acknowledged: 4},
+			"  1.0 s   4/10 docs     4 docs/s  retries 0: 0×429 0×503 0 errors"},
+		{feed.Progress{Elapsed: 2500 * time.Millisecond, Rate: 3.2, Acknowledged: 10, Retries: 3, Throttled: 2, Unavailable: 1, Exceptions: 5},
+			"  2.5 s  10/10 docs     3 docs/s  retries 3: 2×429 1×503 5 errors"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			synctest.Test(t, func(t *testing.T) {
-				var (
-					out  bytes.Buffer
-					c    counters
-					done = make(chan struct{})
-					wg   sync.WaitGroup
-				)
-				wg.Go(func() {
-					reportProgress(&out, demoConfig{docs: 10, progress: time.Second, terminal: tc.terminal}, &c, time.Now(), done)
-				})
-				c.done.Store(4)
-				time.Sleep(1500 * time.Millisecond)
-				c.done.Store(7)
-				c.requests.Store(3) // no document started: 3 retries
-				c.got429.Store(2)
-				c.got503.Store(1)
-				time.Sleep(time.Second)
-				c.done.Store(10)
-				close(done)
-				wg.Wait()
-				if got := out.String(); got != tc.want {
-					t.Errorf("progress output = %q, want %q", got, tc.want)
-				}
-			})
-		})
+		if got := line(tc.p); got != tc.want {
+			t.Errorf("demoLine(10)(%+v) = %q, want %q", tc.p, got, tc.want)
+		}
 	}
 }
 
@@ -345,6 +319,19 @@ func TestIsTerminal(t *testing.T) {
 		if isTerminal(tc.w) {
 			t.Errorf("isTerminal(%s) = true, want false", tc.name)
 		}
+	}
+}
+
+func TestOfAdmitted(t *testing.T) {
+	t.Parallel()
+	// 568 documents in 1.76 s at 500/s after a burst of 125: 1005 admitted.
+	want := "57% of the 1005 requests the server admits in that time (500/s after a burst of 125)"
+	if got := ofAdmitted(568, 1760*time.Millisecond, 500, 125); got != want {
+		t.Errorf("ofAdmitted() = %q, want %q", got, want)
+	}
+	// Everything the server admitted, burst included, is 100 %, not more.
+	if got := ofAdmitted(1125, 2*time.Second, 500, 125); !strings.HasPrefix(got, "100% of the 1125 requests") {
+		t.Errorf("ofAdmitted() = %q, want 100%% of 1125", got)
 	}
 }
 

@@ -2,27 +2,66 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/seed32e55400/retries"
+	"github.com/seed32e55400/retries/cmd/retries/internal/feed"
 )
 
-// demoSource generates the demo's puts: documents 0 to n−1.
-type demoSource struct{ i, n int }
+// demoInput is the demo's feed: puts of documents 0 to n−1, as JSON lines
+// read through the feed's own reader.
+type demoInput struct {
+	i, n int
+	buf  []byte
+}
 
-func (s *demoSource) next() (*operation, error) {
-	if s.i >= s.n {
-		return nil, io.EOF
+func (d *demoInput) Read(p []byte) (int, error) {
+	for len(d.buf) == 0 {
+		if d.i >= d.n {
+			return 0, io.EOF
+		}
+		id := strconv.Itoa(d.i)
+		d.i++
+		d.buf = append(append(append(append(d.buf[:0], `{"put":"id:demo:doc::`...), id...), `","fields":`...), docFields(id)...)
+		d.buf = append(d.buf, "}\n"...)
 	}
-	id := strconv.Itoa(s.i)
-	s.i++
-	return &operation{kind: opPut, id: id, line: s.i, path: demoPath + id, body: docBody(id), safe: true}, nil
+	n := copy(p, d.buf)
+	d.buf = d.buf[n:]
+	return n, nil
+}
+
+// demoObserver collects the documents the feed gave up on.
+type demoObserver struct {
+	mu      sync.Mutex
+	givenUp []string
+	lastErr error
+}
+
+func (o *demoObserver) Done(op *feed.Operation, err error) {
+	if err == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.givenUp = append(o.givenUp, strings.TrimPrefix(op.ID(), "id:demo:doc::"))
+	o.lastErr = err
+}
+
+// demoLine is the demo's progress line for a feed of docs documents.
+func demoLine(docs int) func(feed.Progress) string {
+	return func(p feed.Progress) string {
+		return fmt.Sprintf("%5.1f s  %*d/%d docs  %4.0f docs/s  retries %d: %d×429 %d×503 %d errors",
+			p.Elapsed.Seconds(), len(strconv.Itoa(docs)), p.Acknowledged, docs, p.Rate,
+			p.Retries, p.Throttled, p.Unavailable, p.Exceptions)
+	}
 }
 
 // feedDemo starts the demo server on a loopback port and feeds cfg.docs
@@ -45,52 +84,36 @@ func feedDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, e
 	go func() { _ = hs.Serve(ln) }()
 	defer hs.Close()
 
-	var (
-		c   counters
-		mu  sync.Mutex // guards res.givenUp and res.lastErr
-		res = demoResult{docs: cfg.docs}
-	)
 	fixed := 0
 	if cfg.fixed {
 		fixed = cfg.concurrency
 	}
-	f, err := newFeeder(feedConfig{
-		url:         "http://" + ln.Addr().String(),
-		maxInFlight: cfg.concurrency,
-		concurrency: fixed,
-		attempt:     30 * time.Second,
-		outer:       cfg.outer, inner: cfg.inner,
-		budget:   retries.NewBudget(feedBudgetRatio, feedBudgetPerSecond),
-		wrapBase: func(rt http.RoundTripper) http.RoundTripper { return countingTransport{base: rt, c: &c} },
-		onSend:   func(*operation) { c.started.Add(1) },
-		onDone: func(op *operation, ok bool, err error) {
-			if ok {
-				c.done.Add(1)
-				return
-			}
-			mu.Lock()
-			res.givenUp = append(res.givenUp, op.id)
-			res.lastErr = err
-			mu.Unlock()
-		},
-	})
+	var obs demoObserver
+	fcfg := feed.Config{
+		URL:            "http://" + ln.Addr().String(),
+		MaxInFlight:    cfg.concurrency,
+		Concurrency:    fixed,
+		AttemptTimeout: 30 * time.Second,
+		Outer:          cfg.outer, Inner: cfg.inner,
+		Budget:   retries.NewBudget(feedBudgetRatio, feedBudgetPerSecond),
+		Observer: &obs,
+	}
+	if cfg.progress > 0 && out != nil {
+		fcfg.ProgressOut, fcfg.Progress, fcfg.Terminal = out, cfg.progress, cfg.terminal
+		fcfg.ProgressLine = demoLine(cfg.docs)
+	}
+	f, err := feed.New(fcfg)
 	if err != nil {
 		return demoResult{}, err
 	}
 	start := time.Now()
-	doneCh := make(chan struct{})
-	var pwg sync.WaitGroup
-	if cfg.progress > 0 && out != nil {
-		pwg.Go(func() { reportProgress(out, cfg, &c, start, doneCh) })
-	}
-	fr := f.run(ctx, &demoSource{n: cfg.docs})
-	res.elapsed = time.Since(start)
-	close(doneCh)
-	pwg.Wait()
+	fr := f.Run(ctx, &demoInput{n: cfg.docs})
+	res := demoResult{docs: cfg.docs, elapsed: time.Since(start), burst: burst, givenUp: obs.givenUp, lastErr: obs.lastErr}
 
-	res.limiter, res.budget = fr.limiter, fr.budget
-	res.requests, res.got429, res.got503 = c.requests.Load(), c.got429.Load(), c.got503.Load()
-	res.connErrors, res.retries, res.done = c.connErrors.Load(), c.retries(), c.done.Load()
+	c := fr.Counts()
+	res.limiter, res.budget = fr.Limiter, fr.Budget
+	res.requests, res.got429, res.got503 = c.Requests, c.Throttled, c.Unavailable
+	res.connErrors, res.retries, res.done = c.Exceptions, c.Retries, c.Acknowledged
 	res.serverReqs, res.throttled, res.unavailable = srv.requests.Load(), srv.throttled.Load(), srv.unavailable.Load()
 	res.resets, res.duplicates, res.rejected = srv.resets.Load(), srv.duplicates.Load(), srv.rejected.Load()
 	acked := srv.ackedIDs()

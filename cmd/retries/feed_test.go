@@ -7,121 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/seed32e55400/retries"
+	"github.com/seed32e55400/retries/cmd/retries/internal/feedtest"
 )
-
-// statusReset makes docServer reset the connection.
-const statusReset = -1
-
-// docServer is a document/v1 endpoint on a loopback port that records what
-// it receives and answers what fault says: 0 for a 200 (the operation is
-// applied), a status, or statusReset. Faults happen before an operation is
-// applied, so a document applied twice was sent twice after a success.
-type docServer struct {
-	*httptest.Server
-	fault func(r *http.Request, n int) int // n: earlier requests for the same method and path
-
-	mu      sync.Mutex
-	seen    map[string]int // requests per method and path
-	applied []string       // "METHOD path?query body" in the order applied
-	headers []http.Header
-	protos  []int
-}
-
-func newDocServer(t *testing.T, fault func(r *http.Request, n int) int) *docServer {
-	t.Helper()
-	s := &docServer{fault: fault, seen: map[string]int{}}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *docServer) serve(w http.ResponseWriter, r *http.Request) {
-	key := r.Method + " " + r.URL.RequestURI()
-	body, _ := io.ReadAll(r.Body)
-	s.mu.Lock()
-	n := s.seen[key]
-	s.seen[key]++
-	s.headers = append(s.headers, r.Header.Clone())
-	s.protos = append(s.protos, r.ProtoMajor)
-	s.mu.Unlock()
-	code := 0
-	if s.fault != nil {
-		code = s.fault(r, n)
-	}
-	switch code {
-	case 0:
-		s.mu.Lock()
-		s.applied = append(s.applied, strings.TrimSpace(key+" "+string(body)))
-		s.mu.Unlock()
-		writeJSON(w, http.StatusOK, map[string]string{"pathId": r.URL.Path})
-	case statusReset:
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			panic(err)
-		}
-		_ = conn.(*net.TCPConn).SetLinger(0)
-		_ = conn.Close()
-	default:
-		writeJSON(w, code, map[string]string{"message": fmt.Sprintf("fault %d for %s", code, r.URL.Path)})
-	}
-}
-
-// appliedList returns what the server applied, in order.
-func (s *docServer) appliedList() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.applied)
-}
-
-// requests returns the number of requests for method and path.
-func (s *docServer) requests(method, path string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.seen[method+" "+path]
-}
-
-// testFeedConfig is the command's configuration without waits between
-// retries, so that tests run at loopback speed.
-func testFeedConfig(url string, errOut io.Writer) feedConfig {
-	none := retries.WithWait(retries.WaitNone())
-	return feedConfig{
-		url: url, timeout: 20 * time.Second, attempt: 10 * time.Second, grace: 10 * time.Second,
-		outer: retries.DocV1.Copy(none), inner: retries.Throttle.Copy(none),
-		budget: retries.NewBudget(feedBudgetRatio, feedBudgetPerSecond),
-		errOut: errOut,
-	}
-}
-
-// runTestFeed feeds input with cfg and returns the result, the summary
-// parsed and stderr.
-func runTestFeed(t *testing.T, ctx context.Context, cfg feedConfig, input string) (feedResult, map[string]any, string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	if cfg.errOut == nil {
-		cfg.errOut = &errOut
-	}
-	res, err := feed(ctx, cfg, strings.NewReader(input), &out)
-	if err != nil {
-		t.Fatalf("feed() error = %v", err)
-	}
-	var sum map[string]any
-	if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
-		t.Fatalf("summary is not JSON: %v\n%s", err, &out)
-	}
-	return res, sum, errOut.String()
-}
 
 func writeFile(t *testing.T, content string) string {
 	t.Helper()
@@ -130,95 +24,6 @@ func writeFile(t *testing.T, content string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-func TestDocumentPath(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name, id, want string
-	}{
-		{"docid", "id:music:song::a1", "/document/v1/music/song/docid/a1"},
-		{"group", "id:music:song:g=mygroup:a1", "/document/v1/music/song/group/mygroup/a1"},
-		{"number", "id:music:song:n=123:a1", "/document/v1/music/song/number/123/a1"},
-		{"colons_in_id", "id:ns:t::a:b:c", "/document/v1/ns/t/docid/a:b:c"},
-		{"slash_and_query", "id:ns:t::a/b?c#d", "/document/v1/ns/t/docid/a%2Fb%3Fc%23d"},
-		{"space_percent", "id:ns:t::a b%20", "/document/v1/ns/t/docid/a%20b%2520"},
-		{"unicode", "id:ns:t::ø", "/document/v1/ns/t/docid/%C3%B8"},
-		{"escaped_namespace_and_group", "id:n s:t/x:g=a/b:c", "/document/v1/n%20s/t%2Fx/group/a%2Fb/c"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := documentPath(tc.id)
-			if err != nil || got != tc.want {
-				t.Errorf("documentPath(%q) = %q, %v, want %q", tc.id, got, err, tc.want)
-			}
-		})
-	}
-	for _, id := range []string{"", "music:song::a", "id:music:song:a", "id::song::a", "id:music:::a", "id:music:song::",
-		"id:music:song:n=x:a", "id:music:song:g=:a", "id:music:song:x=1:a"} {
-		t.Run("invalid_"+id, func(t *testing.T) {
-			if got, err := documentPath(id); err == nil {
-				t.Errorf("documentPath(%q) = %q, want an error", id, got)
-			}
-		})
-	}
-}
-
-func TestParseOp(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name, in     string
-		kind         opKind
-		path, body   string
-		safe         bool
-		errSubstring string
-	}{
-		{name: "put", in: `{"put":"id:a:b::1","fields":{"x":1}}`, kind: opPut, path: "/document/v1/a/b/docid/1", body: `{"fields":{"x":1}}`, safe: true},
-		{name: "update", in: `{"update":"id:a:b::1","fields":{"x":{"assign":2}}}`, kind: opUpdate, path: "/document/v1/a/b/docid/1", body: `{"fields":{"x":{"assign":2}}}`, safe: true},
-		{name: "update_create", in: `{"update":"id:a:b::1","create":true,"fields":{"x":{"assign":2}}}`, kind: opUpdate, path: "/document/v1/a/b/docid/1?create=true", body: `{"fields":{"x":{"assign":2}}}`, safe: true},
-		{name: "update_create_false", in: `{"update":"id:a:b::1","create":false,"fields":{"x":{"assign":2}}}`, kind: opUpdate, path: "/document/v1/a/b/docid/1", body: `{"fields":{"x":{"assign":2}}}`, safe: true},
-		{name: "update_condition", in: `{"update":"id:a:b::1","condition":"b.x==1 & b.y=='a b'","fields":{"x":{"assign":2}}}`, kind: opUpdate,
-			path: "/document/v1/a/b/docid/1?condition=b.x%3D%3D1+%26+b.y%3D%3D%27a+b%27", body: `{"fields":{"x":{"assign":2}}}`},
-		{name: "update_create_condition", in: `{"update":"id:a:b::1","create":true,"condition":"b.x","fields":{"x":{"assign":2}}}`, kind: opUpdate,
-			path: "/document/v1/a/b/docid/1?condition=b.x&create=true", body: `{"fields":{"x":{"assign":2}}}`},
-		{name: "update_increment", in: `{"update":"id:a:b::1","fields":{"n":{"increment":1}}}`, kind: opUpdate, path: "/document/v1/a/b/docid/1", body: `{"fields":{"n":{"increment":1}}}`},
-		{name: "update_array_add", in: `{"update":"id:a:b::1","fields":{"tags":{"add":["x"]}}}`, kind: opUpdate, path: "/document/v1/a/b/docid/1", body: `{"fields":{"tags":{"add":["x"]}}}`},
-		{name: "update_match_increment", in: `{"update":"id:a:b::1","fields":{"w":{"match":{"element":"x","increment":1}}}}`, kind: opUpdate,
-			path: "/document/v1/a/b/docid/1", body: `{"fields":{"w":{"match":{"element":"x","increment":1}}}}`},
-		{name: "remove", in: `{"remove":"id:a:b:g=g1:1"}`, kind: opRemove, path: "/document/v1/a/b/group/g1/1", safe: true},
-		{name: "remove_condition", in: `{"remove":"id:a:b::1","condition":"b.x==1"}`, kind: opRemove, path: "/document/v1/a/b/docid/1?condition=b.x%3D%3D1", safe: true},
-		{name: "not_json", in: `{"put":`, errSubstring: "invalid JSON: unexpected end of input"},
-		{name: "unknown_key", in: `{"put":"id:a:b::1","fields":{},"condtion":"x"}`, errSubstring: `unknown key "condtion"`},
-		{name: "two_kinds", in: `{"put":"id:a:b::1","remove":"id:a:b::1","fields":{}}`, errSubstring: "exactly one"},
-		{name: "no_kind", in: `{"fields":{}}`, errSubstring: "exactly one"},
-		{name: "remove_with_fields", in: `{"remove":"id:a:b::1","fields":{}}`, errSubstring: `a remove has no "fields"`},
-		{name: "put_without_fields", in: `{"put":"id:a:b::1"}`, errSubstring: `put without "fields"`},
-		{name: "fields_not_object", in: `{"put":"id:a:b::1","fields":[1]}`, errSubstring: "not an object"},
-		{name: "create_on_put", in: `{"put":"id:a:b::1","create":true,"fields":{}}`, kind: opPut, path: "/document/v1/a/b/docid/1?create=true", body: `{"fields":{}}`, safe: true},
-		{name: "create_on_remove", in: `{"remove":"id:a:b::1","create":true}`, errSubstring: `"create" is for a put or an update, not a remove`},
-		{name: "bad_id", in: `{"put":"doc1","fields":{}}`, errSubstring: "invalid document id"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			op, err := readOne(strings.Repeat("\n", 6) + tc.in)
-			if tc.errSubstring != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.errSubstring) {
-					t.Errorf("parseOp(%s) error = %v, want one containing %q", tc.in, err, tc.errSubstring)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("parseOp(%s) error = %v", tc.in, err)
-			}
-			if op.kind != tc.kind || op.path != tc.path || string(op.body) != tc.body || op.safe != tc.safe || op.line != 7 {
-				t.Errorf("parseOp(%s) = %v %q %s safe=%v line %d, want %v %q %s safe=%v line 7",
-					tc.in, op.kind, op.path, op.body, op.safe, op.line, tc.kind, tc.path, tc.body, tc.safe)
-			}
-		})
-	}
-}
-
-// readOne reads the first operation of text, as a feed does.
-func readOne(text string) (*operation, error) {
-	return newOpReader(strings.NewReader(text)).next()
 }
 
 const threeOps = `{"put": "id:ns:doc::1", "fields": {"title": "one"}}
@@ -248,7 +53,7 @@ func TestFeedFormats(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			srv := newDocServer(t, nil)
+			srv := feedtest.New(t, nil)
 			var out, errOut bytes.Buffer
 			args := []string{"-url", srv.URL, "-q", "-concurrency", "1", "-"}
 			if !tc.stdin {
@@ -257,7 +62,7 @@ func TestFeedFormats(t *testing.T) {
 			if err := runFeed(context.Background(), args, strings.NewReader(tc.input), &out, &errOut); err != nil {
 				t.Fatalf("runFeed() = %v, stderr:\n%s", err, &errOut)
 			}
-			if got := srv.appliedList(); !slices.Equal(got, threeApplied) {
+			if got := srv.Applied(); !slices.Equal(got, threeApplied) {
 				t.Errorf("server applied\n%q\nwant\n%q", got, threeApplied)
 			}
 			if !strings.Contains(out.String(), `"feeder.ok.count": 3,`) {
@@ -298,7 +103,7 @@ func TestFeedBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			srv := newDocServer(t, nil)
+			srv := feedtest.New(t, nil)
 			code, stdout, stderr := runCmd(t, "feed", "-q", "-url", srv.URL, writeFile(t, tc.input))
 			if code != exitFail {
 				t.Errorf("exit status = %d, want %d", code, exitFail)
@@ -321,7 +126,7 @@ func TestFeedBadInput(t *testing.T) {
 
 func TestFeedExitStatus(t *testing.T) {
 	t.Parallel()
-	srv := newDocServer(t, func(r *http.Request, _ int) int {
+	srv := feedtest.New(t, func(r *http.Request, _ int) int {
 		if strings.HasSuffix(r.URL.Path, "/bad") {
 			return http.StatusBadRequest
 		}
@@ -359,50 +164,10 @@ func TestFeedExitStatus(t *testing.T) {
 	}
 }
 
-func TestFeedSummaryKeys(t *testing.T) {
-	t.Parallel()
-	srv := newDocServer(t, func(r *http.Request, n int) int {
-		if n == 0 {
-			return http.StatusTooManyRequests
-		}
-		return 0
-	})
-	_, sum, _ := runTestFeed(t, context.Background(), testFeedConfig(srv.URL, nil), threeOps)
-	for _, k := range []string{
-		"feeder.operation.count", "feeder.seconds", "feeder.ok.count", "feeder.ok.rate", "feeder.error.count",
-		"feeder.inflight.count", "http.request.count", "http.request.bytes", "http.request.MBps",
-		"http.exception.count", "http.response.count", "http.response.bytes", "http.response.MBps",
-		"http.response.error.count", "http.response.latency.millis.min", "http.response.latency.millis.avg",
-		"http.response.latency.millis.max", "http.response.code.counts", "retries.limiter", "retries.budget",
-		"retries.retry.count",
-	} {
-		if _, ok := sum[k]; !ok {
-			t.Errorf("summary has no key %q", k)
-		}
-	}
-	for k, want := range map[string]float64{
-		"feeder.operation.count": 3, "feeder.ok.count": 3, "feeder.error.count": 0,
-		"http.request.count": 6, "http.response.count": 6, "http.response.error.count": 3,
-		"retries.retry.count": 3, "http.exception.count": 0,
-	} {
-		if sum[k] != want {
-			t.Errorf("summary %q = %v, want %v", k, sum[k], want)
-		}
-	}
-	codes, _ := sum["http.response.code.counts"].(map[string]any)
-	if codes["200"] != 3.0 || codes["429"] != 3.0 {
-		t.Errorf("code counts = %v, want 3×200 and 3×429", codes)
-	}
-	lim, _ := sum["retries.limiter"].(map[string]any)
-	if lim["throttles"] != 3.0 || lim["successes"] != 3.0 || lim["limit"] == nil {
-		t.Errorf("limiter = %v, want 3 throttles, 3 successes and a limit", lim)
-	}
-}
-
 func TestFeedHeadersSentNeverPrinted(t *testing.T) {
 	t.Parallel()
 	const secret = "Bearer s3cr3t-t0ken"
-	srv := newDocServer(t, func(r *http.Request, _ int) int {
+	srv := feedtest.New(t, func(r *http.Request, _ int) int {
 		if strings.HasSuffix(r.URL.Path, "/2") {
 			return http.StatusUnauthorized
 		}
@@ -413,272 +178,17 @@ func TestFeedHeadersSentNeverPrinted(t *testing.T) {
 	if code != exitFail {
 		t.Errorf("exit status = %d, want %d", code, exitFail)
 	}
-	srv.mu.Lock()
-	for _, h := range srv.headers {
+	for _, h := range srv.Headers() {
 		if h.Get("Authorization") != secret || h.Get("X-Trace") != "a" {
 			t.Errorf("server got headers %v, want the -header ones", h)
 		}
 	}
-	srv.mu.Unlock()
 	if strings.Contains(stdout+stderr, "s3cr3t") {
 		t.Errorf("the header's value was printed:\n%s\n%s", stdout, stderr)
 	}
 	if !strings.Contains(stderr, "401 Unauthorized") {
 		t.Errorf("stderr does not report the 401:\n%s", stderr)
 	}
-}
-
-// TestFeedNothingLost feeds through a server that resets connections and
-// answers 502, 503 and 504: every safe operation is applied exactly once,
-// and the operations on one document in input order.
-func TestFeedNothingLost(t *testing.T) {
-	t.Parallel()
-	srv := newDocServer(t, func(r *http.Request, n int) int {
-		plan := [][]int{{}, {statusReset}, {http.StatusBadGateway}, {http.StatusGatewayTimeout, statusReset},
-			{http.StatusServiceUnavailable, http.StatusBadGateway}, {http.StatusTooManyRequests, statusReset, http.StatusTooManyRequests}}
-		i := len(r.URL.Path) % len(plan)
-		if p := plan[i]; n < len(p) {
-			return p[n]
-		}
-		return 0
-	})
-	var in strings.Builder
-	const docs = 60
-	for i := range docs {
-		fmt.Fprintf(&in, `{"put":"id:ns:d::%d","fields":{"n":%d}}`+"\n", i, i)
-		if i%10 == 0 { // more operations on the same document, to be applied in order
-			fmt.Fprintf(&in, `{"update":"id:ns:d::%d","fields":{"n":{"assign":1}}}`+"\n", i)
-			fmt.Fprintf(&in, `{"remove":"id:ns:d::%d"}`+"\n", i)
-		}
-	}
-	cfg := testFeedConfig(srv.URL, nil)
-	cfg.budget = nil // this test retries more than a budget allows
-	res, sum, stderr := runTestFeed(t, context.Background(), cfg, in.String())
-	if res.failed != 0 || res.ok != docs+12 {
-		t.Errorf("ok, failed = %d, %d, want %d, 0; stderr:\n%s", res.ok, res.failed, docs+12, stderr)
-	}
-	applied := srv.appliedList()
-	count := map[string]int{}
-	order := map[string][]string{}
-	for _, a := range applied {
-		method, rest, _ := strings.Cut(a, " ")
-		path, _, _ := strings.Cut(rest, " ")
-		count[method+" "+path]++
-		order[path] = append(order[path], method)
-	}
-	for k, n := range count {
-		if n != 1 {
-			t.Errorf("%s applied %d times, want once", k, n)
-		}
-	}
-	if len(count) != docs+12 {
-		t.Errorf("%d operations applied, want %d", len(count), docs+12)
-	}
-	for i := 0; i < docs; i += 10 {
-		p := fmt.Sprintf("/document/v1/ns/d/docid/%d", i)
-		if want := []string{"POST", "PUT", "DELETE"}; !slices.Equal(order[p], want) {
-			t.Errorf("%s applied in order %v, want %v", p, order[p], want)
-		}
-	}
-	if sum["http.exception.count"].(float64) == 0 || sum["retries.retry.count"].(float64) == 0 {
-		t.Errorf("no resets or retries counted: %v", sum)
-	}
-}
-
-// TestFeedUnsafeNotRetried checks that an update with a condition or
-// arithmetic is not repeated after a 502 or a reset, whose outcome is
-// unknown, but is after a 503 or a 429, which say it was not applied.
-func TestFeedUnsafeNotRetried(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name     string
-		op       string
-		fault    int
-		requests int
-		failed   bool
-	}{
-		{"condition_502", `{"update":"id:a:b::1","condition":"b.x==1","fields":{"x":{"assign":2}}}`, http.StatusBadGateway, 1, true},
-		{"condition_504", `{"update":"id:a:b::1","condition":"b.x==1","fields":{"x":{"assign":2}}}`, http.StatusGatewayTimeout, 1, true},
-		{"condition_reset", `{"update":"id:a:b::1","condition":"b.x==1","fields":{"x":{"assign":2}}}`, statusReset, 1, true},
-		{"increment_502", `{"update":"id:a:b::1","fields":{"n":{"increment":1}}}`, http.StatusBadGateway, 1, true},
-		{"condition_503", `{"update":"id:a:b::1","condition":"b.x==1","fields":{"x":{"assign":2}}}`, http.StatusServiceUnavailable, 2, false},
-		{"condition_429", `{"update":"id:a:b::1","condition":"b.x==1","fields":{"x":{"assign":2}}}`, http.StatusTooManyRequests, 2, false},
-		{"assign_502", `{"update":"id:a:b::1","fields":{"x":{"assign":2}}}`, http.StatusBadGateway, 2, false},
-		{"put_reset", `{"put":"id:a:b::1","fields":{"x":2}}`, statusReset, 2, false},
-		{"remove_504", `{"remove":"id:a:b::1"}`, http.StatusGatewayTimeout, 2, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			srv := newDocServer(t, func(_ *http.Request, n int) int {
-				if n == 0 {
-					return tc.fault
-				}
-				return 0
-			})
-			res, _, stderr := runTestFeed(t, context.Background(), testFeedConfig(srv.URL, nil), tc.op+"\n")
-			op, _ := readOne(tc.op)
-			if got := srv.requests(op.kind.method(), op.path); got != tc.requests {
-				t.Errorf("server got %d requests, want %d", got, tc.requests)
-			}
-			if failed := res.failed > 0; failed != tc.failed {
-				t.Errorf("failed = %v, want %v; stderr:\n%s", failed, tc.failed, stderr)
-			}
-			if tc.failed && !strings.Contains(stderr, "failed: line 1: ") {
-				t.Errorf("stderr does not report the failure:\n%s", stderr)
-			}
-		})
-	}
-}
-
-// TestFeedAnswers checks which answers count as acknowledged: 2xx, a 412
-// (condition not met) and a 404 for a remove; a 404 for a put fails.
-func TestFeedAnswers(t *testing.T) {
-	t.Parallel()
-	srv := newDocServer(t, func(r *http.Request, _ int) int {
-		switch {
-		case r.URL.Query().Has("condition"):
-			return http.StatusPreconditionFailed
-		case strings.HasSuffix(r.URL.Path, "/missing"):
-			return http.StatusNotFound
-		}
-		return 0
-	})
-	input := `{"update":"id:a:b::1","condition":"false","fields":{"x":{"assign":1}}}
-{"remove":"id:a:b::missing"}
-{"put":"id:a:b::missing","fields":{}}
-`
-	res, sum, stderr := runTestFeed(t, context.Background(), testFeedConfig(srv.URL, nil), input)
-	if res.ok != 2 || res.failed != 1 || res.condFailed != 1 || res.notFound != 1 {
-		t.Errorf("ok, failed, 412s, 404s = %d, %d, %d, %d, want 2, 1, 1, 1", res.ok, res.failed, res.condFailed, res.notFound)
-	}
-	if !strings.Contains(stderr, "line 3: put id:a:b::missing: 404 Not Found") || strings.Count(stderr, "failed:") != 1 {
-		t.Errorf("stderr should report the put's 404 only:\n%s", stderr)
-	}
-	if sum["retries.conditionnotmet.count"] != 1.0 || sum["retries.remove.notfound.count"] != 1.0 {
-		t.Errorf("summary 412s, 404s = %v, %v, want 1, 1", sum["retries.conditionnotmet.count"], sum["retries.remove.notfound.count"])
-	}
-}
-
-// TestFeedInterrupt cancels the feed while a request is in flight: the feed
-// waits the grace period for it, then cancels it, names what it did not
-// send, and prints the summary.
-func TestFeedInterrupt(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	blocked := make(chan struct{})
-	srv := newDocServer(t, func(r *http.Request, _ int) int {
-		if strings.HasSuffix(r.URL.Path, "/2") {
-			close(blocked)
-			<-r.Context().Done() // until the client gives up
-			return http.StatusInternalServerError
-		}
-		return 0
-	})
-	go func() {
-		<-blocked
-		cancel()
-	}()
-	var in strings.Builder
-	for i := 1; i <= 6; i++ {
-		fmt.Fprintf(&in, `{"put":"id:a:b::%d","fields":{}}`+"\n", i)
-	}
-	cfg := testFeedConfig(srv.URL, nil)
-	cfg.concurrency = 1
-	cfg.grace = 50 * time.Millisecond
-	res, sum, stderr := runTestFeed(t, ctx, cfg, in.String())
-	if res.ok != 1 || len(res.unsent) != 1 || res.unsent[0].id != "id:a:b::3" {
-		t.Errorf("ok %d, unsent %v, want 1 and [id:a:b::3]", res.ok, res.unsent)
-	}
-	for _, w := range []string{
-		"failed: line 2: put id:a:b::2:",
-		"not sent: line 3: put id:a:b::3",
-		"interrupted: the input from line 4 on was not read",
-	} {
-		if !strings.Contains(stderr, w) {
-			t.Errorf("stderr does not say %q:\n%s", w, stderr)
-		}
-	}
-	if ids, _ := sum["retries.unsent.ids"].([]any); len(ids) != 1 || ids[0] != "id:a:b::3" {
-		t.Errorf("summary unsent ids = %v, want [id:a:b::3]", sum["retries.unsent.ids"])
-	}
-	if sum["feeder.error.count"] != 2.0 || sum["retries.unread.line"] != 4.0 {
-		t.Errorf("summary errors, unread line = %v, %v, want 2, 4", sum["feeder.error.count"], sum["retries.unread.line"])
-	}
-}
-
-func TestFeedHTTP2(t *testing.T) {
-	t.Parallel()
-	s := &docServer{seen: map[string]int{}}
-	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
-	var p http.Protocols
-	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	s.Config.Protocols = &p
-	s.Start()
-	t.Cleanup(s.Close)
-	cfg := testFeedConfig(s.URL, nil)
-	cfg.http2 = true
-	res, _, stderr := runTestFeed(t, context.Background(), cfg, threeOps)
-	if res.ok != 3 {
-		t.Fatalf("ok = %d, want 3; stderr:\n%s", res.ok, stderr)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, proto := range s.protos {
-		if proto != 2 {
-			t.Errorf("request over HTTP/%d, want HTTP/2", proto)
-		}
-	}
-}
-
-// TestFeedProgress waits for a progress line while a request is held.
-func TestFeedProgress(t *testing.T) {
-	t.Parallel()
-	w := &signalWriter{want: " in flight, limit ", found: make(chan struct{})}
-	srv := newDocServer(t, func(r *http.Request, _ int) int {
-		select {
-		case <-w.found:
-		case <-time.After(10 * time.Second):
-		}
-		return 0
-	})
-	cfg := testFeedConfig(srv.URL, w)
-	cfg.progress = 5 * time.Millisecond
-	res, _, _ := runTestFeed(t, context.Background(), cfg, threeOps)
-	if res.ok != 3 {
-		t.Errorf("ok = %d, want 3", res.ok)
-	}
-	select {
-	case <-w.found:
-	default:
-		t.Errorf("no progress line; stderr:\n%s", w.String())
-	}
-}
-
-// signalWriter closes found when what was written contains want.
-type signalWriter struct {
-	mu    sync.Mutex
-	b     bytes.Buffer
-	want  string
-	found chan struct{}
-	once  sync.Once
-}
-
-func (w *signalWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.b.Write(p)
-	if strings.Contains(w.b.String(), w.want) {
-		w.once.Do(func() { close(w.found) })
-	}
-	return len(p), nil
-}
-
-func (w *signalWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 func TestHeaderFlagStringHidesValues(t *testing.T) {
@@ -695,40 +205,13 @@ func TestHeaderFlagStringHidesValues(t *testing.T) {
 	}
 }
 
-// TestFeedBudgetRefusal checks that a retry the budget refuses fails the
-// operation with the last status and the reason.
-func TestFeedBudgetRefusal(t *testing.T) {
-	t.Parallel()
-	srv := newDocServer(t, func(_ *http.Request, n int) int {
-		if n == 0 {
-			return http.StatusBadGateway
-		}
-		return 0
-	})
-	cfg := testFeedConfig(srv.URL, nil)
-	cfg.budget = retries.NewBudget(0, 0) // no retries at all
-	res, sum, stderr := runTestFeed(t, context.Background(), cfg, `{"put":"id:a:b::1","fields":{}}`+"\n")
-	if res.failed != 1 || srv.requests("POST", "/document/v1/a/b/docid/1") != 1 {
-		t.Errorf("failed %d after %d requests, want 1 after 1", res.failed, srv.requests("POST", "/document/v1/a/b/docid/1"))
-	}
-	if !strings.Contains(stderr, "failed: line 1: put id:a:b::1: 502 Bad Gateway; retries: retry budget exhausted") {
-		t.Errorf("stderr does not give the status and the budget:\n%s", stderr)
-	}
-	if b, _ := sum["retries.budget"].(map[string]any); b["refused"] != 1.0 {
-		t.Errorf("summary budget = %v, want refused 1", sum["retries.budget"])
-	}
-}
-
-// TestFeedInterruptWhileReading interrupts a feed whose input blocks, as a
-// quiet pipe on stdin does: the feed ends anyway and says what it did not
-// read.
 func TestFeedInterruptWhileReading(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// The first operation, then silence; interrupt once it reaches the
 	// server (the feed waits for it to finish).
-	srv := newDocServer(t, func(*http.Request, int) int { cancel(); return 0 })
+	srv := feedtest.New(t, func(*http.Request, int) int { cancel(); return 0 })
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	go fmt.Fprintln(pw, `{"put":"id:a:b::1","fields":{}}`)

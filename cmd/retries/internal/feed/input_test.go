@@ -1,4 +1,4 @@
-package main
+package feed
 
 import (
 	"errors"
@@ -9,13 +9,15 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/seed32e55400/retries/cmd/retries/internal/feedtest"
 )
 
 // readResult is one thing opReader.next returned, written as a test
 // expects it: "put /document/v1/… {…} @3" for an operation starting on line
 // 3, "bad @3: …" for a *badInput, "stop @3: …" for an *inputError (the line
 // it names as not read), "error: …" for any other error.
-func readResult(op *operation, err error) string {
+func readResult(op *Operation, err error) string {
 	var bad *badInput
 	var stop *inputError
 	switch {
@@ -334,7 +336,7 @@ func TestFeedSendsIDsAsVespaDoes(t *testing.T) {
 	t.Parallel()
 	var mu = make(chan struct{}, 1)
 	var uris []string
-	srv := newDocServer(t, func(r *http.Request, _ int) int {
+	srv := feedtest.New(t, func(r *http.Request, _ int) int {
 		mu <- struct{}{}
 		uris = append(uris, r.Method+" "+r.RequestURI)
 		<-mu
@@ -345,7 +347,7 @@ func TestFeedSendsIDsAsVespaDoes(t *testing.T) {
 {"remove": "id:a:b:n=-1:x"}
 {"remove": "id:a:b:n=+5:y"}` + multiLine
 	cfg := testFeedConfig(srv.URL, nil)
-	cfg.concurrency = 1
+	cfg.Concurrency = 1
 	res, sum, stderr := runTestFeed(t, t.Context(), cfg, in)
 	want := []string{
 		"DELETE /document/v1/a/b/docid/%2E",

@@ -1,4 +1,4 @@
-package main
+package feed
 
 import (
 	"errors"
@@ -11,25 +11,25 @@ import (
 	"unicode/utf8"
 )
 
-// opKind is what a feed operation does to its document.
-type opKind int
+// Kind is what a feed operation does to its document.
+type Kind int
 
 const (
-	opPut    opKind = iota // POST: write the whole document
-	opUpdate               // PUT: change some fields
-	opRemove               // DELETE
+	Put    Kind = iota // POST: write the whole document
+	Update             // PUT: change some fields
+	Remove             // DELETE
 )
 
-func (k opKind) String() string { return [...]string{"put", "update", "remove"}[k] }
+func (k Kind) String() string { return [...]string{"put", "update", "remove"}[k] }
 
 // method is the document/v1 HTTP method of k.
-func (k opKind) method() string {
+func (k Kind) method() string {
 	return [...]string{http.MethodPost, http.MethodPut, http.MethodDelete}[k]
 }
 
-// operation is one parsed operation of a feed, ready to send.
-type operation struct {
-	kind  opKind
+// Operation is one parsed operation of a feed, ready to send.
+type Operation struct {
+	kind  Kind
 	id    string   // the document id, as in the input
 	line  int      // the input line the operation starts on
 	after inputPos // where the input after it starts
@@ -41,8 +41,11 @@ type operation struct {
 	safe bool
 }
 
+// ID returns the operation's document id, as the input has it.
+func (op *Operation) ID() string { return op.id }
+
 // name is how reports refer to the operation: "line 3: put id:a:b::c".
-func (op *operation) name() string {
+func (op *Operation) name() string {
 	return fmt.Sprintf("line %d: %s %s", op.line, op.kind, op.id)
 }
 
@@ -86,7 +89,7 @@ func keyBit(name []byte) int {
 // repeated key is an error rather than ignored or overwritten, so that a
 // misspelt or repeated "condition" never turns a conditional write into an
 // unconditional one. The fields are passed on as written.
-func parseOp(obj []byte, line int) (*operation, error) {
+func parseOp(obj []byte, line int) (*Operation, error) {
 	if !utf8.Valid(obj) {
 		return nil, errors.New("invalid UTF-8")
 	}
@@ -145,23 +148,23 @@ func parseOp(obj []byte, line int) (*operation, error) {
 			}
 		}
 	}
-	op := &operation{line: line, id: string(id)}
+	op := &Operation{line: line, id: string(id)}
 	switch seen & (keyPut | keyUpdate | keyRemove | keyID) {
 	case keyPut, keyID:
-		op.kind = opPut
+		op.kind = Put
 	case keyUpdate:
-		op.kind = opUpdate
+		op.kind = Update
 	case keyRemove:
-		op.kind = opRemove
+		op.kind = Remove
 	default:
 		return nil, errors.New(`want exactly one of "put" (or its legacy form "id"), "update" and "remove"`)
 	}
 	switch {
-	case op.kind == opRemove && hasField:
+	case op.kind == Remove && hasField:
 		return nil, errors.New(`a remove has no "fields"`)
-	case op.kind != opRemove && !hasField:
+	case op.kind != Remove && !hasField:
 		return nil, fmt.Errorf(`%s without "fields"`, op.kind)
-	case op.kind == opRemove && seen&keyCreate != 0:
+	case op.kind == Remove && seen&keyCreate != 0:
 		return nil, errors.New(`"create" is for a put or an update, not a remove`)
 	}
 	docPath, err := documentPath(op.id)
@@ -184,7 +187,7 @@ func parseOp(obj []byte, line int) (*operation, error) {
 		op.body = append(append(append(op.body, `{"fields":`...), fields...), '}')
 	}
 	op.safe = true
-	if op.kind == opUpdate {
+	if op.kind == Update {
 		op.safe = len(condition) == 0 && !repeatChanges(fields)
 	}
 	return op, nil
@@ -333,7 +336,7 @@ func newOpReader(r io.Reader) *opReader { return &opReader{s: newObjectScanner(r
 // next returns the next operation, a *badInput for one that could not be
 // parsed (call next again), an *inputError for input that cannot be read on,
 // or io.EOF.
-func (r *opReader) next() (*operation, error) {
+func (r *opReader) next() (*Operation, error) {
 	obj, err := r.s.next()
 	switch {
 	case err == io.EOF:

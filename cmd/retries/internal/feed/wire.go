@@ -1,4 +1,4 @@
-package main
+package feed
 
 import (
 	"context"
@@ -24,6 +24,7 @@ type wireStats struct {
 	inFlight                 atomic.Int64
 	retries                  atomic.Int64 // requests beyond the first of each operation
 	throttled                atomic.Int64 // 429 responses
+	unavailable              atomic.Int64 // 503 responses
 
 	mu                 sync.Mutex
 	codes              map[int]int64
@@ -36,8 +37,11 @@ func (s *wireStats) response(code int, latency time.Duration) {
 	if code/100 != 2 {
 		s.responseErrors.Add(1)
 	}
-	if code == http.StatusTooManyRequests {
+	switch code {
+	case http.StatusTooManyRequests:
 		s.throttled.Add(1)
+	case http.StatusServiceUnavailable:
+		s.unavailable.Add(1)
 	}
 	s.mu.Lock()
 	if s.codes == nil {

@@ -1,0 +1,498 @@
+// Package feed is the engine of the retries feed command: it reads Vespa
+// feed operations and sends them to a document/v1 endpoint through two
+// retrying layers, one operation at a time per document, and reports what
+// became of each.
+package feed
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed32e55400/retries"
+)
+
+const (
+	// DefaultMaxInFlight is the adaptive limiter's cap when
+	// Config.MaxInFlight is 0: at most this many requests in flight, and
+	// this many operations dispatched at once.
+	DefaultMaxInFlight = 256
+	// maxMessage bounds the part of a response body quoted in a report.
+	maxMessage = 200
+)
+
+// Config says how to feed.
+type Config struct {
+	URL         string      // the endpoint, such as http://localhost:8080
+	Header      http.Header // sent with every request; never printed
+	Concurrency int         // > 0: fixed, without a limiter; 0: the adaptive limiter
+	MaxInFlight int         // the limiter's cap; 0: DefaultMaxInFlight
+	Connections int         // per host; 0: no limit
+	HTTP2       bool        // HTTP/2 without TLS on http URLs (prior knowledge)
+
+	Timeout        time.Duration // per operation, its retries included; 0: none
+	AttemptTimeout time.Duration // per request, until the response header; 0: none
+	Grace          time.Duration // how long an interrupted feed waits for the requests in flight
+
+	// Outer and Inner are the policies around each request, outside in:
+	// DocV1 and Throttle in the command. The feed sets the outer one's
+	// predicate (by operation: retrySafe, retryUnsafe), exhaustion rule and
+	// Budget, and gives the inner one the limiter.
+	Outer, Inner retries.Policy
+	Budget       *retries.Budget // on the outer layer; nil: none
+
+	Log         io.Writer     // failures, and progress unless ProgressOut is set; nil: none
+	ProgressOut io.Writer     // progress reports; nil: Log
+	Progress    time.Duration // between progress reports; 0: none
+	// Terminal rewrites one progress line in place, and ends it with a
+	// final report; otherwise each report is a line of its own.
+	Terminal bool
+	// ProgressLine formats a report; nil: the feed command's line.
+	ProgressLine func(Progress) string
+	// Observer, if not nil, hears of every operation's outcome.
+	Observer Observer
+}
+
+// Observer hears of each operation's outcome as the feed goes.
+type Observer interface {
+	// Done is called once per operation sent, on the goroutine that sent
+	// it; err is nil when the operation was acknowledged.
+	Done(op *Operation, err error)
+}
+
+// Result is what a feed did.
+type Result struct {
+	operations int64 // read from the input, bad ones included
+	ok         int64 // acknowledged
+	failed     int64 // operations that failed, bad input included
+	badInput   int64
+	unsent     []*Operation // dispatched but not sent when interrupted
+	unread     inputPos     // line > 0: the input from here on was not read (interrupted, or broken JSON)
+	notFound   int64        // removes answered 404
+	condFailed int64        // operations answered 412
+	refusals   int64        // retries the budget refused
+	inFlight   int64        // requests in flight at the end
+	elapsed    time.Duration
+	wire       *wireStats
+	counts     Progress // the counts at the end
+	lastErr    error    // the error of the last failed operation
+
+	Limiter *retries.Limiter // the feed's limiter; nil with a fixed concurrency
+	Budget  *retries.Budget  // Config.Budget
+}
+
+// Complete reports whether every operation of the input was read, sent and
+// acknowledged.
+func (r Result) Complete() bool { return r.failed == 0 && r.unread.line == 0 }
+
+// Feeder sends operations to a document/v1 endpoint.
+type Feeder struct {
+	cfg              Config
+	base             string // the endpoint without a trailing slash
+	safe, unsafe     *http.Client
+	transport        *http.Transport
+	limiter          *retries.Limiter
+	wire             wireStats
+	out, progressOut *lockedWriter
+	ok, failed, cond atomic.Int64
+	notFound, refuse atomic.Int64
+
+	mu      sync.Mutex
+	busy    map[string][]*Operation // per document id: the operations waiting behind the one in flight
+	unsent  []*Operation
+	lastErr error
+}
+
+// New returns a Feeder for cfg, or an error if cfg.URL is not an http or
+// https URL with a host.
+func New(cfg Config) (*Feeder, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("URL %q: want http://HOST[:PORT] or https://…", cfg.URL)
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	f := &Feeder{cfg: cfg, base: strings.TrimRight(cfg.URL, "/"), out: &lockedWriter{w: cfg.Log}, busy: map[string][]*Operation{}}
+	f.progressOut = f.out
+	if cfg.ProgressOut != nil {
+		f.progressOut = &lockedWriter{w: cfg.ProgressOut}
+	}
+
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxConnsPerHost = cfg.Connections
+	tr.MaxIdleConnsPerHost = max(cfg.Connections, f.slots())
+	tr.MaxIdleConns = tr.MaxIdleConnsPerHost
+	if cfg.HTTP2 {
+		// Prior knowledge on http URLs, as Vespa's feed client does;
+		// ALPN on https.
+		var p http.Protocols
+		p.SetHTTP2(true)
+		p.SetUnencryptedHTTP2(true)
+		tr.Protocols = &p
+	}
+	f.transport = tr
+	inner := cfg.Inner
+	if cfg.Concurrency == 0 {
+		f.limiter = retries.NewLimiter(retries.LimiterConfig{MaxInFlight: cfg.MaxInFlight})
+		inner = inner.Copy(retries.WithLimiter(f.limiter))
+	}
+	var topts []retries.TransportOption
+	if cfg.AttemptTimeout > 0 {
+		topts = append(topts, retries.WithAttemptTimeout(cfg.AttemptTimeout))
+	}
+	innerT := retries.NewTransport(wireCounter{base: tr, s: &f.wire}, inner, topts...)
+	outer := func(pred retries.Predicate) *http.Client {
+		p := cfg.Outer.Copy(
+			retries.WithRetry(pred),
+			retries.WithBudget(cfg.Budget),
+			retries.WithOnExhausted(func(s retries.State) error {
+				if !errors.Is(s.Refusal, retries.ErrBudgetExhausted) {
+					return retries.ReturnLastOutcome(s)
+				}
+				// Say why the operation failed: the budget, after this
+				// outcome.
+				f.refuse.Add(1)
+				last := s.Err
+				if resp, ok := s.Value.(*http.Response); ok {
+					last = errors.New(resp.Status)
+				}
+				return fmt.Errorf("%v; %w", last, s.Refusal)
+			}),
+		)
+		return &http.Client{
+			Transport: retries.NewTransport(innerT, p),
+			// A redirect is reported, not followed: a POST must not turn
+			// into a GET.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	f.safe, f.unsafe = outer(retrySafe), outer(retryUnsafe)
+	return f, nil
+}
+
+// slots is the number of operations dispatched at once, in flight or
+// waiting behind another operation on the same document.
+func (f *Feeder) slots() int {
+	if f.cfg.Concurrency > 0 {
+		return f.cfg.Concurrency
+	}
+	return f.cfg.MaxInFlight
+}
+
+// Run feeds the operations read from in until it ends or ctx is done. When
+// ctx ends, it stops reading and dispatching, waits up to Config.Grace for
+// the operations in flight, then cancels them. Each failure is reported on
+// Config.Log as it happens.
+func (f *Feeder) Run(ctx context.Context, in io.Reader) Result {
+	return f.run(ctx, newOpReader(in))
+}
+
+// opSource yields operations as opReader.next does.
+type opSource interface {
+	next() (*Operation, error)
+}
+
+func (f *Feeder) run(ctx context.Context, src opSource) Result {
+	start := time.Now()
+	defer f.transport.CloseIdleConnections()
+	// Requests run under their own context, canceled cfg.grace after ctx
+	// ends or when the feed is over.
+	sendCtx, cancelSend := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelSend()
+	finished := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-finished:
+			return
+		}
+		t := time.NewTimer(f.cfg.Grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancelSend()
+		case <-finished:
+		}
+	}()
+	var progressDone chan struct{}
+	if f.cfg.Progress > 0 {
+		progressDone = make(chan struct{})
+		go func() {
+			defer close(progressDone)
+			f.reportProgress(start, finished)
+		}()
+	}
+
+	var (
+		res   Result
+		slots = make(chan struct{}, f.slots())
+		wg    sync.WaitGroup
+	)
+	// The input is read on its own goroutine, so that an interrupt ends
+	// the feed even while a read blocks (a quiet pipe on stdin); that
+	// goroutine then stays blocked until the process exits.
+	items := make(chan readItem)
+	stopRead := make(chan struct{})
+	defer close(stopRead)
+	go readOps(src, items, stopRead)
+	next, eof := inputPos{line: 1}, false // where the input not yet taken starts
+read:
+	for {
+		var it readItem
+		select {
+		case it = <-items:
+		case <-ctx.Done():
+			break read
+		}
+		op, err := it.op, it.err
+		if it.after.line > 0 {
+			next = it.after
+		}
+		var bad *badInput
+		var stop *inputError
+		switch {
+		case err == io.EOF:
+			eof = true
+			break read
+		case errors.As(err, &bad):
+			res.operations++
+			res.badInput++
+			f.failed.Add(1)
+			f.out.printf("retries feed: %v (skipped)\n", err)
+			continue
+		case errors.As(err, &stop):
+			// Reported here, and not as an interrupt below.
+			res.badInput++
+			f.failed.Add(1)
+			f.out.printf("retries feed: %v\n", err)
+			res.unread, eof = stop.from, true
+			break read
+		case err != nil:
+			f.failed.Add(1)
+			f.out.printf("retries feed: %v\n", err)
+			eof = true
+			break read
+		}
+		res.operations++
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			f.mu.Lock()
+			f.unsent = append(f.unsent, op)
+			f.mu.Unlock()
+			break read
+		}
+		f.dispatch(ctx, sendCtx, op, slots, &wg)
+	}
+	if !eof {
+		res.unread = next
+	}
+	wg.Wait()
+	close(finished)
+	if progressDone != nil {
+		<-progressDone
+	}
+	res.elapsed = time.Since(start)
+	res.ok, res.failed = f.ok.Load(), f.failed.Load()
+	res.notFound, res.condFailed, res.refusals = f.notFound.Load(), f.cond.Load(), f.refuse.Load()
+	res.inFlight = f.wire.inFlight.Load()
+	res.wire, res.Limiter, res.Budget = &f.wire, f.limiter, f.cfg.Budget
+	res.counts = f.snapshot()
+	f.mu.Lock()
+	res.unsent, res.lastErr = f.unsent, f.lastErr
+	f.mu.Unlock()
+	res.failed += int64(len(res.unsent))
+	for _, op := range res.unsent {
+		f.out.printf("retries feed: not sent: %s\n", op.name())
+	}
+	if !eof {
+		f.out.printf("retries feed: interrupted: the input from %v on was not read\n", res.unread)
+	}
+	return res
+}
+
+// readItem is what readOps read: an operation, or an error of opSource.
+type readItem struct {
+	op    *Operation
+	err   error
+	after inputPos // where the input after op or a *badInput starts; line 0 if unknown
+}
+
+// readOps sends what src yields to items until src ends or stop is closed.
+func readOps(src opSource, items chan<- readItem, stop <-chan struct{}) {
+	for {
+		op, err := src.next()
+		it := readItem{op: op, err: err}
+		var bad *badInput
+		switch {
+		case op != nil:
+			it.after = op.after
+		case errors.As(err, &bad):
+			it.after = bad.after
+		}
+		select {
+		case items <- it:
+		case <-stop:
+			return
+		}
+		if err != nil && bad == nil {
+			return
+		}
+	}
+}
+
+// dispatch starts op, or queues it behind the operation in flight for the
+// same document, so that operations on one document are applied in input
+// order and a retry never overtakes a later operation.
+func (f *Feeder) dispatch(ctx, sendCtx context.Context, op *Operation, slots chan struct{}, wg *sync.WaitGroup) {
+	f.mu.Lock()
+	if q, ok := f.busy[op.id]; ok {
+		f.busy[op.id] = append(q, op)
+		f.mu.Unlock()
+		return
+	}
+	f.busy[op.id] = nil
+	f.mu.Unlock()
+	wg.Go(func() {
+		for op != nil {
+			f.send(sendCtx, op)
+			<-slots
+			f.mu.Lock()
+			q := f.busy[op.id]
+			switch {
+			case len(q) == 0:
+				delete(f.busy, op.id)
+				op = nil
+			case ctx.Err() != nil: // interrupted: send nothing more
+				f.unsent = append(f.unsent, q...)
+				for range q {
+					<-slots
+				}
+				delete(f.busy, op.id)
+				op = nil
+			default:
+				op, f.busy[op.id] = q[0], q[1:]
+			}
+			f.mu.Unlock()
+		}
+	})
+}
+
+// send sends op through the retrying clients and reports a failure.
+func (f *Feeder) send(ctx context.Context, op *Operation) {
+	ctx = withAttempts(ctx)
+	if f.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.cfg.Timeout)
+		defer cancel()
+	}
+	var body io.Reader
+	if op.body != nil {
+		body = bytes.NewReader(op.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, op.kind.method(), f.base+op.path, body)
+	if err != nil {
+		f.fail(op, err)
+		return
+	}
+	for name, vs := range f.cfg.Header {
+		req.Header[name] = vs
+	}
+	if h := f.cfg.Header.Get("Host"); h != "" {
+		req.Host = h
+	}
+	if op.body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	client := f.safe
+	if !op.safe {
+		client = f.unsafe
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		// The *TransportError inside names the method and URL already.
+		var ue *url.Error
+		if errors.As(err, &ue) && ue.Err != nil {
+			err = ue.Err
+		}
+		f.fail(op, err)
+		return
+	}
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	switch {
+	case resp.StatusCode/100 == 2:
+	case resp.StatusCode == http.StatusPreconditionFailed:
+		f.cond.Add(1) // an answer: the condition was not met
+	case resp.StatusCode == http.StatusNotFound && op.kind == Remove:
+		f.notFound.Add(1) // an answer: there was nothing to remove
+	default:
+		f.fail(op, fmt.Errorf("%s: %s", resp.Status, message(data)))
+		return
+	}
+	f.ok.Add(1)
+	if f.cfg.Observer != nil {
+		f.cfg.Observer.Done(op, nil)
+	}
+}
+
+func (f *Feeder) fail(op *Operation, err error) {
+	f.failed.Add(1)
+	f.mu.Lock()
+	f.lastErr = err
+	f.mu.Unlock()
+	f.out.printf("retries feed: failed: %s: %v\n", op.name(), err)
+	if f.cfg.Observer != nil {
+		f.cfg.Observer.Done(op, err)
+	}
+}
+
+// message returns the "message" of a document/v1 error body, or the body
+// itself, cut short.
+func message(body []byte) string {
+	var v struct {
+		Message string `json:"message"`
+	}
+	s := strings.TrimSpace(string(body))
+	if json.Unmarshal(body, &v) == nil && v.Message != "" {
+		s = v.Message
+	}
+	if s == "" {
+		return "(empty body)"
+	}
+	return cut(s, maxMessage)
+}
+
+// cut shortens s to at most n runes, marking the cut with "…".
+func cut(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}
+
+// lockedWriter serialises the lines written to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) printf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, format, args...)
+}

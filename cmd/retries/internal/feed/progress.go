@@ -1,0 +1,114 @@
+package feed
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Progress is one progress report of a feed, for Config.ProgressLine.
+type Progress struct {
+	Elapsed time.Duration // since the feed started
+	// Rate is the operations acknowledged per second over about the last
+	// second, or over the whole feed in the final report.
+	Rate         float64
+	Acknowledged int64
+	Failed       int64
+	InFlight     int64  // requests on the wire
+	Requests     int64  // sent, retries included
+	Retries      int64  // requests beyond the first of each operation
+	Throttled    int64  // 429 responses
+	Unavailable  int64  // 503 responses
+	Exceptions   int64  // requests that got no response
+	Limit        string // the limiter's current limit, or "N (fixed)"
+	Final        bool   // the report at the end of the feed, on a terminal only
+}
+
+// commandLine is the feed command's progress line.
+func commandLine(p Progress) string {
+	return fmt.Sprintf("feed %5.1fs: %6.0f docs/s, %d acknowledged, %d failed, %d in flight, limit %s, %d×429, %d retries",
+		p.Elapsed.Seconds(), p.Rate, p.Acknowledged, p.Failed, p.InFlight, p.Limit, p.Throttled, p.Retries)
+}
+
+// snapshot returns the feed's counts now, Elapsed and Rate left out.
+func (f *Feeder) snapshot() Progress {
+	limit := strconv.Itoa(f.cfg.Concurrency) + " (fixed)"
+	if f.limiter != nil {
+		limit = strconv.FormatFloat(f.limiter.Stats().Limit, 'g', 4, 64)
+	}
+	w := &f.wire
+	return Progress{
+		Acknowledged: f.ok.Load(), Failed: f.failed.Load(), InFlight: w.inFlight.Load(),
+		Requests: w.requests.Load(), Retries: w.retries.Load(), Throttled: w.throttled.Load(),
+		Unavailable: w.unavailable.Load(), Exceptions: w.exceptions.Load(), Limit: limit,
+	}
+}
+
+// Counts returns the feed's final counts, with Elapsed and Rate over the
+// whole feed.
+func (r Result) Counts() Progress {
+	p := r.counts
+	p.Elapsed = r.elapsed
+	if secs := r.elapsed.Seconds(); secs > 0 {
+		p.Rate = float64(p.Acknowledged) / secs
+	}
+	return p
+}
+
+// reportProgress reports the feed's progress every Config.Progress until
+// finished is closed.
+func (f *Feeder) reportProgress(start time.Time, finished <-chan struct{}) {
+	line := f.cfg.ProgressLine
+	if line == nil {
+		line = commandLine
+	}
+	report(f.progressOut, f.cfg.Progress, f.cfg.Terminal, start, f.snapshot, line, finished)
+}
+
+// report writes line(snap()) to w every interval until done is closed: a
+// line each time, or, on a terminal, one line rewritten in place and ended
+// by a final report with the rate over the whole feed.
+func report(w *lockedWriter, interval time.Duration, terminal bool, start time.Time, snap func() Progress, line func(Progress) string, done <-chan struct{}) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	// The rate is over about the last second: from the oldest mark kept.
+	type mark struct {
+		t time.Time
+		n int64
+	}
+	marks := []mark{{start, 0}}
+	for {
+		final := false
+		select {
+		case <-t.C:
+		case <-done:
+			if !terminal {
+				return
+			}
+			final = true
+		}
+		now := time.Now()
+		p := snap()
+		for len(marks) > 1 && now.Sub(marks[1].t) >= time.Second {
+			marks = marks[1:]
+		}
+		from := marks[0]
+		if final {
+			from = mark{start, 0}
+		}
+		p.Elapsed, p.Final = now.Sub(start), final
+		if dt := now.Sub(from.t).Seconds(); dt > 0 {
+			p.Rate = float64(p.Acknowledged-from.n) / dt
+		}
+		marks = append(marks, mark{now, p.Acknowledged})
+		switch {
+		case final:
+			w.printf("\r\033[K%s\n", line(p))
+			return
+		case terminal:
+			w.printf("\r\033[K%s", line(p))
+		default:
+			w.printf("%s\n", line(p))
+		}
+	}
+}

@@ -1,0 +1,109 @@
+package feed
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/seed32e55400/retries"
+)
+
+// Summary returns the feed's summary as JSON, with the keys of Vespa's
+// `vespa feed` first and this command's own under "retries.".
+func (r Result) Summary() []byte {
+	secs := r.elapsed.Seconds()
+	per := func(n int64) float64 {
+		if secs <= 0 {
+			return 0
+		}
+		return round3(float64(n) / secs)
+	}
+	lo, avg, hi, codes := r.wire.latency()
+	codeCounts := map[string]int64{}
+	for c, n := range codes {
+		codeCounts[strconv.Itoa(c)] = n
+	}
+	ms := func(d time.Duration) int64 { return d.Milliseconds() }
+	reqBytes, respBytes := r.wire.requestBytes.Load(), r.wire.responseBytes.Load()
+	unsent := make([]string, len(r.unsent))
+	for i, op := range r.unsent {
+		unsent[i] = op.id
+	}
+	kv := []struct {
+		k string
+		v any
+	}{
+		{"feeder.operation.count", r.operations},
+		{"feeder.seconds", round3(secs)},
+		{"feeder.ok.count", r.ok},
+		{"feeder.ok.rate", per(r.ok)},
+		{"feeder.error.count", r.failed},
+		{"feeder.inflight.count", r.inFlight},
+		{"http.request.count", r.wire.requests.Load()},
+		{"http.request.bytes", reqBytes},
+		{"http.request.MBps", round3(float64(per(reqBytes)) / 1e6)},
+		{"http.exception.count", r.wire.exceptions.Load()},
+		{"http.response.count", r.wire.responses.Load()},
+		{"http.response.bytes", respBytes},
+		{"http.response.MBps", round3(float64(per(respBytes)) / 1e6)},
+		{"http.response.error.count", r.wire.responseErrors.Load()},
+		{"http.response.latency.millis.min", ms(lo)},
+		{"http.response.latency.millis.avg", ms(avg)},
+		{"http.response.latency.millis.max", ms(hi)},
+		{"http.response.code.counts", codeCounts},
+		{"retries.retry.count", r.wire.retries.Load()},
+		{"retries.badinput.count", r.badInput},
+		{"retries.unsent.count", len(r.unsent)},
+		{"retries.unsent.ids", unsent},
+		{"retries.unread.line", r.unread.line},
+		{"retries.unread.offset", r.unread.off},
+		{"retries.conditionnotmet.count", r.condFailed},
+		{"retries.remove.notfound.count", r.notFound},
+		{"retries.limiter", limiterJSON(r.Limiter)},
+		{"retries.budget", budgetJSON(r.Budget, r.refusals)},
+	}
+	var b bytes.Buffer
+	b.WriteString("{\n")
+	for i, e := range kv {
+		v, _ := json.Marshal(e.v)
+		fmt.Fprintf(&b, "  %q: %s", e.k, v)
+		if i < len(kv)-1 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString("}\n")
+	return b.Bytes()
+}
+
+func round3(x float64) float64 {
+	return float64(int64(x*1000+0.5)) / 1000
+}
+
+// limiterJSON is the limiter's final state, or nil for a fixed concurrency.
+func limiterJSON(l *retries.Limiter) any {
+	if l == nil {
+		return nil
+	}
+	s := l.Stats()
+	return map[string]any{
+		"limit": round3(s.Limit), "rate": round3(s.Rate), "inflight": s.InFlight, "waiting": s.Waiting,
+		"successes": s.Successes, "throttles": s.Throttles, "failures": s.Failures,
+	}
+}
+
+// budgetJSON is the budget's state over its last 10 s, and the retries it
+// refused over the whole feed.
+func budgetJSON(b *retries.Budget, refusals int64) any {
+	if b == nil {
+		return nil
+	}
+	s := b.Stats()
+	return map[string]any{
+		"ratio": s.Ratio, "minpersecond": s.MinPerSecond, "refused": refusals,
+		"window.seconds": 10, "window.deposits": s.Deposits, "window.retries": s.Retries,
+		"window.refusals": s.Refusals, "window.available": s.Available,
+	}
+}

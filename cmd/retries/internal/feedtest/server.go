@@ -1,0 +1,126 @@
+// Package feedtest provides a document/v1 server on a loopback port for the
+// tests of the feed engine and of the feed command.
+package feedtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Reset is the fault that makes the Server reset the connection.
+const Reset = -1
+
+// Server is a document/v1 endpoint on a loopback port that records what it
+// receives and answers what its fault function says: 0 for a 200 (the
+// operation is applied), a status, or Reset. Faults happen before an
+// operation is applied, so a document applied twice was sent twice after a
+// success.
+type Server struct {
+	*httptest.Server
+	fault func(r *http.Request, n int) int // n: earlier requests for the same method and path
+
+	mu      sync.Mutex
+	seen    map[string]int // requests per method and path
+	applied []string       // "METHOD path?query body" in the order applied
+	headers []http.Header
+	protos  []int
+}
+
+// New starts a Server with fault, which may be nil (every request
+// succeeds), and closes it when the test ends.
+func New(t testing.TB, fault func(r *http.Request, n int) int) *Server {
+	t.Helper()
+	s := &Server{fault: fault, seen: map[string]int{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// NewH2C starts a Server that speaks HTTP/1 and HTTP/2 without TLS.
+func NewH2C(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{seen: map[string]int{}}
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	s.Config.Protocols = &p
+	s.Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	key := r.Method + " " + r.URL.RequestURI()
+	body, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	n := s.seen[key]
+	s.seen[key]++
+	s.headers = append(s.headers, r.Header.Clone())
+	s.protos = append(s.protos, r.ProtoMajor)
+	s.mu.Unlock()
+	code := 0
+	if s.fault != nil {
+		code = s.fault(r, n)
+	}
+	switch code {
+	case 0:
+		s.mu.Lock()
+		s.applied = append(s.applied, strings.TrimSpace(key+" "+string(body)))
+		s.mu.Unlock()
+		writeJSON(w, http.StatusOK, map[string]string{"pathId": r.URL.Path})
+	case Reset:
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			panic(err)
+		}
+		_ = conn.(*net.TCPConn).SetLinger(0)
+		_ = conn.Close()
+	default:
+		writeJSON(w, code, map[string]string{"message": fmt.Sprintf("fault %d for %s", code, r.URL.Path)})
+	}
+}
+
+// Applied returns what the server applied, in order, each as
+// "METHOD path?query body".
+func (s *Server) Applied() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.applied)
+}
+
+// Requests returns the number of requests for method and path (with its
+// query).
+func (s *Server) Requests(method, path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen[method+" "+path]
+}
+
+// Headers returns the headers of every request, in order.
+func (s *Server) Headers() []http.Header {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.headers)
+}
+
+// Protos returns the major HTTP version of every request, in order.
+func (s *Server) Protos() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.protos)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
