@@ -10,42 +10,105 @@ import (
 	"strings"
 )
 
-// command describes a subcommand for its -h help.
+// command describes a subcommand: the one place its help is written. The
+// usage (retries -h) and each command's help (retries COMMAND -h) are
+// derived from it and from the flags that flags defines.
 type command struct {
-	synopsis string // the command line, after "retries "
-	about    string // what it does, in lines of at most 72 characters
+	name     string
+	synopsis string              // the command line, after "retries "
+	about    string              // what it does, in lines of at most 72 characters
+	flags    func(*flag.FlagSet) // defines the command's flags; nil: none
 }
 
-// commands are the subcommands that have flags or a help of their own.
-var commands = map[string]command{
-	"policies": {
-		synopsis: "policies",
+// commands are the subcommands, in the order the usage lists them.
+var commands = []command{
+	{
+		name:     "policies",
+		synopsis: "[policies]",
 		about: "A table of the seven policies: what they retry, when they stop, how\n" +
 			"long they wait, and what comes back when they give up. No flags.\n",
 	},
-	"schedule": {
+	{
+		name:     "schedule",
 		synopsis: "schedule POLICY|all [-attempts N] [-samples K] [-svg FILE]",
 		about: "Min, p50, p95 and max of each wait over K sampled schedules, as a text\n" +
 			"chart, and as an SVG chart with -svg. POLICY is one of query, docv1,\n" +
 			"throttle, syncrequest, visit, controlplane, urlvalidation (any case),\n" +
 			"or all.\n",
+		flags: func(fs *flag.FlagSet) { addScheduleFlags(fs, &scheduleFlags{}) },
 	},
-	"feed": {
+	{
+		name:     "demo",
+		synopsis: "demo [-docs N] [-rate R] [-concurrency C] [-fault-rate F] [-reset-rate F]",
+		about: "Feeds N JSON documents through DocV1 around Throttle into a loopback\n" +
+			"server that admits R requests/s, answers 503 to a fraction of the\n" +
+			"admitted requests and resets the connection of another fraction.\n" +
+			"Exits 1 if a document is lost. The two fractions add up to at most 1,\n" +
+			"and N/R, the shortest time the feed can take, must be at most " + strconv.Itoa(maxDemoSeconds) + " s.\n",
+		flags: func(fs *flag.FlagSet) { addDemoFlags(fs, &demoFlags{}) },
+	},
+	{
+		name:     "feed",
 		synopsis: "feed -url URL [-concurrency N] [-connections N] [-http2] [-timeout D] [-header 'Name: value'] [-q] FILE|-",
 		about: "Feeds Vespa documents (JSON lines or one JSON array of put, update and\n" +
 			"remove operations) from FILE, or stdin for -, to a document/v1\n" +
 			"endpoint through DocV1 around Throttle, with an adaptive limiter and a\n" +
 			"retry budget. Reports each failed operation on stderr and a JSON\n" +
 			"summary on stdout; exits 1 if any operation failed.\n",
+		flags: func(fs *flag.FlagSet) { addFeedFlags(fs, &feedFlags{}) },
 	},
-	"demo": {
-		synopsis: "demo [-docs N] [-rate R] [-concurrency C] [-fault-rate F] [-reset-rate F]",
-		about: "Feeds N JSON documents through DocV1 around Throttle into a loopback\n" +
-			"server that admits R requests/s, answers 503 to a fraction of the\n" +
-			"admitted requests and resets the connection of another fraction.\n" +
-			"Exits 1 if a document is lost. N/R, the shortest time the feed can\n" +
-			"take, must be at most " + strconv.Itoa(maxDemoSeconds) + " s.\n",
-	},
+}
+
+// lookupCommand returns the command called name.
+func lookupCommand(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// usage is the help of the whole program: each command's synopsis and
+// what it does, with its numeric flags' bounds and defaults.
+var usage = buildUsage()
+
+func buildUsage() string {
+	var b strings.Builder
+	b.WriteString("usage:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  retries %s\n", c.synopsis)
+		for line := range strings.Lines(c.about) {
+			b.WriteString("      " + line)
+		}
+		if c.flags == nil {
+			continue
+		}
+		fs := newFlagSet(c.name)
+		c.flags(fs)
+		fs.VisitAll(func(f *flag.Flag) {
+			lo, hi, ok := flagBounds(f)
+			if !ok {
+				return
+			}
+			name, _ := flag.UnquoteUsage(f)
+			fmt.Fprintf(&b, "        %-15s %s to %s, default %s\n", "-"+f.Name+" "+name, lo, hi, f.DefValue)
+		})
+	}
+	b.WriteString("  retries COMMAND -h, retries help COMMAND\n      the command's flags\n")
+	return b.String()
+}
+
+// flagBounds returns the bounds of a numeric flag defined with intVar or
+// floatVar.
+func flagBounds(f *flag.Flag) (lo, hi string, ok bool) {
+	switch v := f.Value.(type) {
+	case *boundedInt:
+		return strconv.Itoa(v.lo), strconv.Itoa(v.hi), true
+	case *boundedFloat:
+		return fmtFloat(v.lo), fmtFloat(v.hi), true
+	}
+	return "", "", false
 }
 
 func newFlagSet(name string) *flag.FlagSet {
@@ -64,8 +127,12 @@ func (h *helpRequest) Unwrap() error { return flag.ErrHelp }
 // it does, and each flag with its bounds and default.
 func help(fs *flag.FlagSet) string {
 	var b strings.Builder
-	c := commands[fs.Name()]
-	fmt.Fprintf(&b, "usage: retries %s\n\n%s", c.synopsis, c.about)
+	c, _ := lookupCommand(fs.Name())
+	synopsis := c.synopsis
+	if strings.HasPrefix(synopsis, "[") { // the default command, named
+		synopsis = strings.Trim(synopsis, "[]")
+	}
+	fmt.Fprintf(&b, "usage: retries %s\n\n%s", synopsis, c.about)
 	n := 0
 	fs.VisitAll(func(*flag.Flag) { n++ })
 	if n > 0 {

@@ -1,38 +1,13 @@
-// Retries shows what the retry policies of package retries do: a table of
-// the seven policies and the waits they imply, sampled wait schedules as
-// text or SVG charts, and a live demo that feeds documents through DocV1
-// around Throttle into a loopback server that throttles, fails and resets
-// connections.
+// Retries shows what the retry policies of package retries do, and feeds
+// Vespa documents with them: a table of the seven policies, sampled wait
+// schedules as text or SVG charts, a live demo that feeds documents through
+// DocV1 around Throttle into a loopback server that throttles, fails and
+// resets connections, and feed, which sends a file of Vespa operations to a
+// document/v1 endpoint and reports every operation that did not make it.
 //
-// Usage:
-//
-//	retries [policies]
-//	retries schedule POLICY|all [-attempts N] [-samples K] [-svg FILE]
-//	retries demo [-docs N] [-rate R] [-concurrency C] [-fault-rate F] [-reset-rate F]
-//	retries feed -url URL [-concurrency N] [-connections N] [-http2] [-timeout D] [-header 'Name: value'] [-q] FILE|-
-//	retries COMMAND -h
-//
-// Feed sends Vespa documents (JSON lines or a JSON array of put, update and
-// remove operations) to a document/v1 endpoint through DocV1 around
-// Throttle, with an adaptive limiter and a retry budget; it reports every
-// operation that failed and prints a summary with the keys of vespa feed.
-//
-// Every numeric flag has bounds, and a value outside them, NaN or an
-// infinity is refused with exit status 2:
-//
-//	schedule -attempts N   0 to 200 (default 0: every wait the policy sleeps)
-//	schedule -samples K    1 to 100000 (default 10000)
-//	demo -docs N           1 to 1000000 (default 2000)
-//	demo -rate R           1 to 1000000 requests/s (default 500)
-//	demo -concurrency C    1 to 1024 (default 32)
-//	demo -fault-rate F     0 to 1 (default 0.002)
-//	demo -reset-rate F     0 to 1 (default 0.0015)
-//	feed -concurrency N    0 to 4096 (default 0: the adaptive limiter)
-//	feed -connections N    0 to 4096 (default 0: as many as needed)
-//
-// The demo also refuses a -fault-rate and -reset-rate that add up to more
-// than 1, and a -docs N that takes more than an hour at -rate R (N/R over
-// 3600 s). "retries COMMAND -h" prints the command's flags on stdout.
+// "retries -h" lists the commands; "retries COMMAND -h" prints a command's
+// flags, each numeric one with its bounds: a value outside them, NaN or an
+// infinity is refused with exit status 2.
 //
 // It uses only the standard library and package retries.
 package main
@@ -49,40 +24,6 @@ import (
 
 	"github.com/seed32e55400/retries"
 )
-
-const usage = `usage:
-  retries [policies]
-      a table of the seven policies: what they retry, when they stop,
-      how long they wait, and what comes back when they give up
-  retries schedule POLICY|all [-attempts N] [-samples K] [-svg FILE]
-      min, p50, p95 and max of each wait over K sampled schedules, as a
-      text chart, and as an SVG chart with -svg
-        -attempts N     0 to 200, default 0: every wait the policy sleeps
-        -samples K      1 to 100000, default 10000
-  retries demo [-docs N] [-rate R] [-concurrency C] [-fault-rate F] [-reset-rate F]
-      feed N JSON documents through DocV1 around Throttle into a loopback
-      server that admits R requests/s, answers 503 to a fraction F and
-      resets a fraction of connections; exits 1 if a document is lost
-        -docs N         1 to 1000000, default 2000
-        -rate R         1 to 1000000 requests/s, default 500
-        -concurrency C  1 to 1024, default 32
-        -fault-rate F   0 to 1, default 0.002
-        -reset-rate F   0 to 1, default 0.0015
-      the two rates add up to at most 1, and N/R is at most 3600 s
-  retries feed -url URL [-concurrency N] [-connections N] [-http2]
-               [-timeout D] [-header 'Name: value'] [-q] FILE|-
-      feed Vespa documents (JSON lines or one JSON array of put, update
-      and remove operations) to a document/v1 endpoint; reports each
-      failed operation on stderr, a JSON summary on stdout; exits 1 if
-      any operation failed
-        -concurrency N  0 to 4096, default 0: the adaptive limiter
-        -connections N  0 to 4096, default 0: as many as needed
-  retries COMMAND -h, retries help COMMAND
-      the command's flags
-
-policies: query, docv1, throttle, syncrequest, visit, controlplane,
-urlvalidation (any case), or all for schedule
-`
 
 // Exit statuses.
 const (
@@ -124,7 +65,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			fmt.Fprint(stdout, usage)
 			return exitOK
 		}
-		if _, ok := commands[rest[0]]; !ok || len(rest) > 1 {
+		if _, ok := lookupCommand(rest[0]); !ok || len(rest) > 1 {
 			err = usageErrorf("help: want one of policies, schedule, demo or feed, got %q", rest)
 			break
 		}
