@@ -117,7 +117,7 @@ type demoResult struct {
 
 	lost    []string // given up on, or never acknowledged by the server
 	elapsed time.Duration
-	burst   float64 // the server's token bucket size
+	burst   float64          // the server's token bucket size
 	limiter *retries.Limiter // its final state
 	budget  *retries.Budget
 }
