@@ -152,12 +152,6 @@ const threeOps = `{"put": "id:ns:doc::1", "fields": {"title": "one"}}
 {"remove": "id:ns:doc:n=5:3"}
 `
 
-var threeApplied = []string{
-	`POST /document/v1/ns/doc/docid/1 {"fields":{"title": "one"}}`,
-	`PUT /document/v1/ns/doc/docid/2?create=true {"fields":{"title": {"assign": "two"}}}`,
-	`DELETE /document/v1/ns/doc/number/5/3`,
-}
-
 func TestFeedSummaryKeys(t *testing.T) {
 	t.Parallel()
 	srv := feedtest.New(t, func(r *http.Request, n int) int {
