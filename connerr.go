@@ -16,7 +16,7 @@ import (
 // or found no route; a DNS lookup that failed; a connection reset or aborted
 // by the peer; a broken pipe; a connection already closed; a response cut
 // short ([io.ErrUnexpectedEOF], or [io.EOF] inside the *url.Error or
-// *net.OpError of a transport; a [*TransportError] counts as a *url.Error).
+// *net.OpError of a transport, or from an attempt of a [Transport]).
 //
 // It reports false for nil, for errors that carry none of these, for TLS
 // certificate errors, for a [*StatusError], for a dial that could not start
@@ -78,8 +78,11 @@ func IsConnectionError(err error) bool {
 		return true
 	}
 	if errors.Is(err, io.EOF) {
-		var urlErr *url.Error
-		return isOp || errors.As(err, &urlErr)
+		var (
+			urlErr *url.Error
+			closed *connClosed
+		)
+		return isOp || errors.As(err, &urlErr) || errors.As(err, &closed)
 	}
 	return false
 }

@@ -7,7 +7,8 @@ import (
 
 // LogRetries returns a hook for [WithBeforeSleep] that logs every retry to
 // l at level, with the attempt number, the elapsed time, the coming wait
-// and the attempt's error (or the type and status of its retried value).
+// and the attempt's error (or the type and status of its retried value),
+// and, under a [Transport], the request's method and redacted URL.
 // A nil l means slog.Default(). It logs with the call's context, so a
 // handler that reads values from it (a trace id, say) sees them.
 //
@@ -25,6 +26,9 @@ func LogRetries(l *slog.Logger, level slog.Level) func(context.Context, State) {
 			slog.Int("attempt", s.Attempt),
 			slog.Duration("elapsed", s.Elapsed),
 			slog.Duration("wait", s.Wait),
+		}
+		if method, url, ok := TransportRequest(ctx); ok {
+			attrs = append(attrs, slog.String("method", method), slog.String("url", url))
 		}
 		if s.Err != nil {
 			attrs = append(attrs, slog.String("error", s.Err.Error()))

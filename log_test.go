@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"testing/synctest"
 
@@ -100,4 +102,40 @@ func ExampleLogRetries() {
 	// level=WARN msg="retries: retrying" attempt=1 wait=0s error="connection refused"
 	// level=WARN msg="retries: retrying" attempt=2 wait=0s error="connection refused"
 	// err: <nil>
+}
+
+// TestLogRetriesNamesTheRequest checks that under a Transport each retry's
+// log names the request's method and URL, without its password.
+func TestLogRetriesNamesTheRequest(t *testing.T) {
+	t.Parallel()
+	srv := tpServe(t, tpStatuses(503, 200))
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	p := retries.Query.Copy(tpNoWait, retries.WithRetry(retries.RetryIfStatus(503)),
+		retries.WithBeforeSleep(retries.LogRetries(logger, slog.LevelInfo)))
+	u := strings.Replace(srv.URL, "http://", "http://admin:s3cret@", 1) + "/doc"
+	req, _ := http.NewRequest(http.MethodPut, u, strings.NewReader("x"))
+	resp, err := retries.NewTransport(nil, p).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	want := "method=PUT url=" + strings.Replace(u, "s3cret", "xxxxx", 1)
+	if got := buf.String(); !strings.Contains(got, want) || strings.Contains(got, "s3cret") {
+		t.Errorf("log = %q, want it to contain %q and no password", got, want)
+	}
+}
+
+func TestTransportRequestElsewhere(t *testing.T) {
+	t.Parallel()
+	if m, u, ok := retries.TransportRequest(context.Background()); ok || m != "" || u != "" {
+		t.Errorf("TransportRequest(Background) = %q, %q, %v; want nothing", m, u, ok)
+	}
 }

@@ -68,8 +68,7 @@ func TestWaitRetryAfter(t *testing.T) {
 			return retries.State{Err: fmt.Errorf("visit: %w", &retries.StatusError{StatusCode: 503, Header: http.Header{"Retry-After": {"9"}}})}
 		}, 9 * time.Second},
 		{"RetryError of an inner Transport", func() retries.State {
-			return retries.State{Err: &retries.TransportError{Method: "POST", URL: "http://h/",
-				Err: &retries.RetryError{Attempts: 2, Value: raResponse("4")}}}
+			return retries.State{Err: &retries.RetryError{Attempts: 2, Value: raResponse("4")}}
 		}, 4 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

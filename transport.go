@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -107,61 +106,44 @@ var ErrBodyNotReplayable = errors.New("retries: request body cannot be replayed 
 // that ran out of the time [WithAttemptTimeout] gives it.
 var ErrAttemptTimeout = errors.New("retries: attempt timed out")
 
-// TransportError is the error of one attempt of a [Transport], as the
-// policy's predicate, its hooks and its exhaustion callback see it in
-// State.Err. Its message names the method and the redacted URL, as in
-// "retries: POST http://user:xxxxx@host/doc: connection refused", and never
-// request headers or bodies.
-//
-// With [errors.As], a *TransportError also matches a [*url.Error] with the
-// Op and URL that [http.Client] would set and the same Err, so that code
-// written for the errors of http.Client.Do, such as [IsConnectionError],
-// handles it unchanged.
-//
-// [Transport.RoundTrip] never returns a *TransportError: it returns its
-// Err, or a [*RetryError] that holds it, because http.Client names the
-// request in its own *url.Error.
-type TransportError struct {
-	// Method is the request's method, such as "POST".
-	Method string
-	// URL is the request's URL with any password replaced by "xxxxx".
-	URL string
-	// Err is the underlying error.
-	Err error
-}
-
-// Error returns "retries: METHOD URL: " followed by Err's message, without
-// Err's own "retries: " prefix.
-func (e *TransportError) Error() string {
-	msg := "<nil>"
-	if e.Err != nil {
-		msg = strings.TrimPrefix(e.Err.Error(), "retries: ")
+// TransportRequest returns the method and the URL, its password replaced
+// by "xxxxx", of the request that a [Transport] is sending under ctx: the
+// context its policy's hooks receive. ok is false for any other context.
+func TransportRequest(ctx context.Context) (method, url string, ok bool) {
+	if c, isRT := ctx.Value(roundTripKey{}).(*roundTripCtx); isRT {
+		return c.method, c.url, true
 	}
-	return "retries: " + e.Method + " " + e.URL + ": " + msg
+	return "", "", false
 }
 
-// Unwrap returns Err.
-func (e *TransportError) Unwrap() error { return e.Err }
+// roundTripKey is the context key of a *roundTripCtx, which answers it
+// with itself.
+type roundTripKey struct{}
 
-// Timeout reports whether Err reports a timeout, as [url.Error.Timeout] does.
-func (e *TransportError) Timeout() bool { return isTimeout(e.Err) }
+// roundTripCtx is the context of a call to RoundTrip whose policy has a
+// hook that receives one (before, after, before sleep): the request's, in
+// which TransportRequest finds the request. Any other policy gets the
+// request's own context, since nothing else sees it, at no allocation.
+type roundTripCtx struct {
+	context.Context
+	method, url string
+}
 
-// As lets errors.As treat e as a *url.Error, the error of an http.Client.
-func (e *TransportError) As(target any) bool {
-	if p, ok := target.(**url.Error); ok {
-		*p = &url.Error{Op: urlOp(e.Method), URL: e.URL, Err: e.Err}
-		return true
+func (c *roundTripCtx) Value(key any) any {
+	if key == (roundTripKey{}) {
+		return c
 	}
-	return false
+	return c.Context.Value(key)
 }
 
-// urlOp spells a method as http.Client does in a *url.Error: "Post".
-func urlOp(method string) string {
-	if method == "" {
-		return "Get"
-	}
-	return method[:1] + strings.ToLower(method[1:])
-}
+// connClosed is the error of a round trip whose connection closed before a
+// response: the io.EOF of a base RoundTripper. It still matches io.EOF,
+// and [IsConnectionError] knows it for what it is, which a bare io.EOF
+// (the end of any reader) is not.
+type connClosed struct{ err error }
+
+func (e *connClosed) Error() string { return e.err.Error() }
+func (e *connClosed) Unwrap() error { return e.err }
 
 // notReplayed is the error of a request that was not retried because its
 // body cannot be replayed: it matches ErrBodyNotReplayable and cause.
@@ -234,12 +216,11 @@ func (e *attemptTimeout) Timeout() bool { return true }
 //   - a nil error with no response (an exhaustion callback that returns nil
 //     after a failed attempt) becomes the last attempt's error.
 //
-// The errors RoundTrip returns do not name the request, as those of
-// [http.Transport] do not: [http.Client] names it in the [*url.Error] it
-// returns. The policy's predicate and hooks see each attempt's error as a
-// [*TransportError], which names it; RoundTrip returns the error inside it,
-// alone or as RetryError.Err, so that through a client a policy that gives
-// up reads as
+// The errors RoundTrip returns, and those the policy sees, are the base
+// RoundTripper's, unnamed, as those of [http.Transport] are:
+// [http.Client] names the request in the [*url.Error] it returns, and the
+// policy's hooks can ask [TransportRequest]. Through a client a policy that
+// gives up reads as
 //
 //	Post "http://host/doc": retries: giving up after 5 attempts: dial tcp 10.0.0.1:8080: connect: connection refused
 //
@@ -258,6 +239,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if r.method == "" {
 		r.method = http.MethodGet
 	}
+	r.ctx = req.Context()
+	if p := &t.policy; p.before != nil || p.after != nil || p.beforeSleep != nil {
+		r.ctx = &roundTripCtx{Context: r.ctx, method: r.method, url: r.url}
+	}
 	defer r.closeBody()
 	switch {
 	case hasBody(req) && req.GetBody == nil:
@@ -265,7 +250,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case t.idempotentOnly && !isIdempotent(req):
 		return r.once(false)
 	}
-	resp, err := DoValue(req.Context(), t.policy, r.attempt)
+	resp, err := DoValue(r.ctx, t.policy, r.attempt)
 	return r.finish(resp, err)
 }
 
@@ -303,6 +288,7 @@ func isIdempotent(req *http.Request) bool {
 type roundTrip struct {
 	t           *Transport
 	req         *http.Request
+	ctx         context.Context // req's, or a *roundTripCtx around it for the hooks
 	method, url string
 	ownBody     bool  // the caller's Body was handed to the base RoundTripper
 	lastErr     error // the last attempt's error, nil after a response
@@ -314,10 +300,6 @@ func (r *roundTrip) closeBody() {
 	if !r.ownBody && r.req.Body != nil {
 		_ = r.req.Body.Close()
 	}
-}
-
-func (r *roundTrip) wrap(err error) *TransportError {
-	return &TransportError{Method: r.method, URL: r.url, Err: err}
 }
 
 // attempt makes one round trip through the base RoundTripper.
@@ -341,7 +323,7 @@ func (r *roundTrip) try(ctx context.Context) (*http.Response, error) {
 			if cancel != nil {
 				cancel(nil)
 			}
-			return nil, backoff.Permanent(r.wrap(&getBodyError{err}))
+			return nil, backoff.Permanent(&getBodyError{err})
 		}
 		req.Body = body
 	default:
@@ -362,7 +344,7 @@ func (r *roundTrip) try(ctx context.Context) (*http.Response, error) {
 		if resp != nil {
 			discardBody(resp)
 		}
-		return nil, r.wrap(timeout)
+		return nil, timeout
 	}
 	if err != nil || resp == nil || resp.Body == nil {
 		cancel(nil)
@@ -382,16 +364,18 @@ func (r *roundTrip) outcome(resp *http.Response, err error) (*http.Response, err
 		if resp != nil { // a RoundTripper must not return both; drop the response
 			discardBody(resp)
 		}
-		return nil, r.wrap(err)
+		if errors.Is(err, io.EOF) {
+			err = &connClosed{err}
+		}
+		return nil, err
 	}
 	if resp == nil {
-		return nil, r.wrap(errors.New("base RoundTripper returned neither a response nor an error"))
+		return nil, errors.New("retries: the base RoundTripper returned neither a response nor an error")
 	}
 	return resp, nil
 }
 
-// finish turns DoValue's result into RoundTrip's: a response or an error,
-// and an error that does not name the request.
+// finish turns DoValue's result into RoundTrip's: a response or an error.
 func (r *roundTrip) finish(resp *http.Response, err error) (*http.Response, error) {
 	switch {
 	case err == nil && resp != nil:
@@ -404,24 +388,7 @@ func (r *roundTrip) finish(resp *http.Response, err error) (*http.Response, erro
 	case resp != nil:
 		discardBody(resp)
 	}
-	return nil, unname(err)
-}
-
-// unname returns err without the request's name: the error inside an
-// attempt's *TransportError, and a *RetryError that holds that error
-// instead of the *TransportError.
-func unname(err error) error {
-	switch e := err.(type) {
-	case *TransportError:
-		return e.Err
-	case *RetryError:
-		if te, ok := e.Err.(*TransportError); ok {
-			c := *e
-			c.Err = te.Err
-			return &c
-		}
-	}
-	return err
+	return nil, err
 }
 
 // once sends the request in a single attempt, with the policy's hooks and
@@ -435,7 +402,7 @@ func (r *roundTrip) once(notReplayable bool) (*http.Response, error) {
 		would = !stop.Check(s)
 		return true
 	})))
-	resp, err := DoValue(r.req.Context(), p, r.attempt)
+	resp, err := DoValue(r.ctx, p, r.attempt)
 	if !notReplayable || !would {
 		return r.finish(resp, err)
 	}
@@ -444,12 +411,12 @@ func (r *roundTrip) once(notReplayable bool) (*http.Response, error) {
 	case resp != nil:
 		cause = newStatusError(resp)
 	case err != nil:
-		cause = unname(err)
+		cause = err
 		if re, ok := cause.(*RetryError); ok && re.Err != nil {
 			cause = re.Err
 		}
 	default:
-		cause = unname(r.lastErr)
+		cause = r.lastErr
 	}
 	if errors.Is(cause, ErrBodyNotReplayable) {
 		return nil, cause // an inner Transport already said why

@@ -93,8 +93,14 @@ func TestTransportErrorsLeakNothing(t *testing.T) {
 			if tc.layers {
 				base = retries.NewTransport(base, retries.Throttle.Copy(tpNoWait))
 			}
-			var attemptErrs []error
-			p := tc.policy.Copy(tpNoWait, retries.WithAfter(func(_ context.Context, s retries.State) {
+			var (
+				attemptErrs []error
+				hookReqs    []string
+			)
+			p := tc.policy.Copy(tpNoWait, retries.WithAfter(func(ctx context.Context, s retries.State) {
+				if m, u, ok := retries.TransportRequest(ctx); ok {
+					hookReqs = append(hookReqs, m+" "+u)
+				}
 				if s.Err != nil {
 					attemptErrs = append(attemptErrs, s.Err)
 				}
@@ -118,22 +124,23 @@ func TestTransportErrorsLeakNothing(t *testing.T) {
 			if strings.Contains(msg, path) || strings.Contains(msg, "retries: retries:") {
 				t.Errorf("RoundTrip() error %q names the request", msg)
 			}
-			// The predicate and the hooks see each attempt's error as a
-			// *TransportError that names it and matches *url.Error.
+			// The predicate and the hooks see each attempt's error as the
+			// base RoundTripper returned it, unnamed; the hooks find the
+			// request with TransportRequest.
 			if tc.attemptErrs && len(attemptErrs) == 0 {
 				t.Error("no attempt failed with an error")
 			}
 			for _, err := range attemptErrs {
-				var te *retries.TransportError
-				if !errors.As(err, &te) || te.Method != http.MethodPost || te.URL != wantURL {
-					t.Errorf("attempt error = %#v, want a *TransportError for POST %s", err, wantURL)
+				if strings.Contains(err.Error(), path) {
+					t.Errorf("attempt error %q names the request", err)
 				}
-				var ue *url.Error
-				if !errors.As(err, &ue) || ue.Op != "Post" || ue.URL != wantURL {
-					t.Errorf("errors.As(%v, *url.Error) = %#v, want Op Post and URL %s", err, ue, wantURL)
-				}
-				if !strings.HasPrefix(err.Error(), "retries: POST "+wantURL+": ") {
-					t.Errorf("attempt error %q does not start with %q", err, "retries: POST "+wantURL+": ")
+			}
+			if tc.attemptErrs && len(hookReqs) == 0 {
+				t.Error("the after hook never found the request")
+			}
+			for _, r := range hookReqs {
+				if r != http.MethodPost+" "+wantURL {
+					t.Errorf("TransportRequest in the hook = %q, want %q", r, http.MethodPost+" "+wantURL)
 				}
 			}
 			// Through an http.Client, the client's own wrapping leaks nothing either.
@@ -370,4 +377,38 @@ func TestTransportRetryAfterThroughInnerLayer(t *testing.T) {
 			t.Errorf("%d requests, want 6 (3 outer attempts of 2)", len(fake.calls))
 		}
 	})
+}
+
+// TestTransportEOFIsAConnectionError: a server that closes the connection
+// before answering gives the base RoundTripper's io.EOF, which the policy
+// sees as a connection error (SyncRequest retries it), as it does through
+// an http.Client's *url.Error.
+func TestTransportEOFIsAConnectionError(t *testing.T) {
+	t.Parallel()
+	srv := tpServe(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n <= 2 { // n counts from 1
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			conn.Close()
+		}
+	})
+	var seen []error
+	p := retries.SyncRequest.Copy(tpNoWait, retries.WithAfter(func(_ context.Context, s retries.State) { seen = append(seen, s.Err) }))
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
+	resp, err := retries.NewTransport(nil, p).RoundTrip(req)
+	if err != nil {
+		t.Fatalf("RoundTrip() error = %v, want the third attempt's 200", err)
+	}
+	resp.Body.Close()
+	if len(seen) != 2 {
+		t.Fatalf("attempts retried = %d, want 2", len(seen))
+	}
+	for _, err := range seen {
+		if !errors.Is(err, io.EOF) || !retries.IsConnectionError(err) {
+			t.Errorf("attempt error %v: errors.Is(io.EOF) = %v, IsConnectionError = %v; want both", err, errors.Is(err, io.EOF), retries.IsConnectionError(err))
+		}
+	}
 }

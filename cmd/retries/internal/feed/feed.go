@@ -423,7 +423,8 @@ func (f *Feeder) send(ctx context.Context, op *Operation) {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		// The *TransportError inside names the method and URL already.
+		// The report names the operation; the client's *url.Error would
+		// name its URL again.
 		var ue *url.Error
 		if errors.As(err, &ue) && ue.Err != nil {
 			err = ue.Err
