@@ -20,10 +20,7 @@ var ErrBudgetExhausted = errors.New("retries: retry budget exhausted")
 // can still retry. These are the semantics of Finagle's RetryBudget
 // (percentCanRetry, minRetriesPerSec, a ttl of 10 s).
 //
-// Attach a Budget to a [Policy] with [WithBudget]: every first attempt
-// deposits, and every retry withdraws just before it is sent. A retry the
-// budget refuses ends the call as if the policy's [Stop] had given up, with
-// State.Refusal set to [ErrBudgetExhausted].
+// [WithBudget] attaches a Budget to a [Policy] and says how calls use it.
 //
 // A Budget is shared by every policy and goroutine given it and is safe for
 // concurrent use. Share one per server (per endpoint and process), not

@@ -86,10 +86,9 @@ func WithIdempotentOnly() TransportOption {
 // The limit stops once the header has arrived: reading the body of the
 // response RoundTrip returns is bounded only by the caller's context, since a
 // response already handed to the caller can no longer be retried. The
-// attempt's context lives until that body is closed or read to the end. A
-// retried response is released within d as well, when d is shorter than
-// the default discard step's 100 ms. The caller's own deadline ending is
-// never retried. A d of 0 means no limit.
+// attempt's context lives until that body is closed or read to the end.
+// The default discard step ([WithDiscard]) keeps within d too. The caller's
+// own deadline ending is never retried. A d of 0 means no limit.
 //
 // WithAttemptTimeout panics if d is negative.
 func WithAttemptTimeout(d time.Duration) TransportOption {
@@ -99,7 +98,13 @@ func WithAttemptTimeout(d time.Duration) TransportOption {
 
 // ErrBodyNotReplayable is matched (with [errors.Is]) by the error of a
 // [Transport] that did not retry a request because its body has no
-// [http.Request.GetBody] to replay it with.
+// [http.Request.GetBody] to replay it with ([http.NewRequest] sets one for
+// a [*bytes.Buffer], [*bytes.Reader] or [*strings.Reader] body). Such a
+// request is sent once, with its own body. An outcome the policy would not
+// have retried comes back as the policy gives it after one attempt; one it
+// would have retried becomes an error that matches ErrBodyNotReplayable and
+// the attempt's error, or a [*StatusError] made from the response, which is
+// closed.
 var ErrBodyNotReplayable = errors.New("retries: request body cannot be replayed (Request.GetBody is nil)")
 
 // ErrAttemptTimeout is matched (with [errors.Is]) by the error of an attempt
@@ -178,56 +183,16 @@ func (e *attemptTimeout) Is(target error) bool { return target == ErrAttemptTime
 // Timeout reports true, as the timeouts of net and net/http do.
 func (e *attemptTimeout) Timeout() bool { return true }
 
-// RoundTrip sends req under the Transport's policy and returns the response
-// or the error that ends the call. It implements [http.RoundTripper].
-//
-// Each attempt sends a clone of req ([http.Request.Clone]) with req's
-// context, or a child of it under [WithAttemptTimeout], and a fresh body
-// from [http.Request.GetBody], which [http.NewRequest] sets for a
-// [*bytes.Buffer], [*bytes.Reader] or [*strings.Reader] body. req itself is
-// never modified, and its Body is closed, as the RoundTripper contract
-// requires.
-//
-// A request with a body and no GetBody cannot be replayed, since a failed
-// attempt may have read part of it: it is sent once, with its own Body. If
-// the policy would not have retried the outcome, it comes back as the
-// policy gives it after one attempt. If it would have, RoundTrip returns an
-// error that matches [ErrBodyNotReplayable] and the attempt's error, or a
-// [*StatusError] made from the response, which is closed.
-//
-// A response the policy retries is released before the next attempt by the
-// policy's discard step ([WithDiscard]). The default step reads up to 4 KiB
-// of the body, so that its connection can be reused, and closes it; a body
-// that has not ended within 100 ms (or the attempt timeout, if shorter) is
-// closed at once, so a server that stalls in the middle of an error body
-// cannot hold up the next attempt. The response RoundTrip returns is
-// untouched: its body is open and unread.
-//
-// When the policy gives up, what comes back is what its exhaustion rule
-// gives, with these adjustments, since a RoundTripper returns a response or
-// an error, never both, and never neither:
-//   - the last response with a nil error ([DocV1], [SyncRequest], whose
-//     rule is [ReturnLastOutcome]) comes back as it is, readable;
-//   - an error with the last response (a [*RetryError] whose Value it is,
-//     when a policy that retries statuses gives up with the default rule or
-//     the context ends the call during a wait) comes back alone, and the
-//     response is released as a retried one is: RetryError.Value keeps its
-//     status and header, but its body is closed;
-//   - a nil error with no response (an exhaustion callback that returns nil
-//     after a failed attempt) becomes the last attempt's error.
-//
-// The errors RoundTrip returns, and those the policy sees, are the base
-// RoundTripper's, unnamed, as those of [http.Transport] are:
-// [http.Client] names the request in the [*url.Error] it returns, and the
-// policy's hooks can ask [TransportRequest]. Through a client a policy that
-// gives up reads as
-//
-//	Post "http://host/doc": retries: giving up after 5 attempts: dial tcp 10.0.0.1:8080: connect: connection refused
-//
-// Timeouts report Timeout() == true through the client's *url.Error, as
-// those of http.Transport do: a call that the caller's deadline ended, and
-// the error of an attempt that ran out of the time [WithAttemptTimeout]
-// gives it, alone or in a [*RetryError].
+// RoundTrip sends req under the Transport's policy and returns a response
+// or an error, never both and never neither, as [http.RoundTripper] asks.
+// Each attempt sends a clone of req with a body from [http.Request.GetBody]
+// (a body without one is sent once: see [ErrBodyNotReplayable]); req itself
+// is never modified, and its Body is closed. A response the policy retries
+// is released by its discard step ([WithDiscard]); the one returned is
+// untouched. When the policy gives up, RoundTrip returns what its exhaustion
+// rule gives, the last response alone if that rule returns one, an error
+// alone otherwise. Errors are the base RoundTripper's, unnamed, as
+// [http.Transport]'s are; hooks find the request with [TransportRequest].
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil || req.URL == nil {
 		if req != nil && req.Body != nil {
