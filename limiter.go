@@ -82,28 +82,28 @@ type LimiterConfig struct {
 // multiple goroutines; share one per server, and do not copy it.
 type Limiter struct {
 	// Read without the lock, on the fast path.
-	word    atomic.Uint64 // low wordBits: permits held; above: successes not yet drained
+	ledger  atomic.Uint64 // low ledgerBits: permits held; above: successes not yet drained
 	fast    atomic.Int64  // the fast path grants while permits held < fast; 0 turns it off
 	waiting atomic.Int32  // waiters queued: a releaser must dispatch
 	epoch   time.Time
 
 	cfg LimiterConfig
 
-	mu     sync.Mutex
-	head   *queued // FIFO of waiting calls
-	tail   *queued
-	free   *queued // queued calls to reuse
-	nwait  int
-	armed  *queued // the head waiter, when its timer is set for its token
-	ctl    control
-	counts struct{ successes, throttles, failures int64 }
+	mu      sync.Mutex
+	head    *queued // FIFO of waiting calls
+	tail    *queued
+	free    *queued // queued calls to reuse
+	waiters int     // calls in the queue
+	timed   *queued // the head waiter, when its timer is set for its token
+	ctl     control
+	counts  struct{ successes, throttles, failures int64 }
 }
 
 const (
-	wordBits       = 20
-	wordMask       = 1<<wordBits - 1
-	wordSuccess    = 1 << wordBits
-	maxInFlightCap = wordMask
+	ledgerBits     = 20
+	ledgerMask     = 1<<ledgerBits - 1
+	ledgerSuccess  = 1 << ledgerBits
+	maxInFlightCap = ledgerMask
 	sampleMask     = 63 // the fast path times one permit in 64
 )
 
@@ -120,14 +120,14 @@ func NewLimiter(c LimiterConfig) *Limiter {
 	}
 	l := &Limiter{cfg: c}
 	l.mu.Lock()
-	l.init()
+	l.setDefaults()
 	l.mu.Unlock()
 	return l
 }
 
-// init fills in the defaults, once: NewLimiter calls it, and so does the
-// first call that takes the lock of a zero Limiter. l.mu is held.
-func (l *Limiter) init() {
+// setDefaults fills in the defaults, once: NewLimiter calls it, and so does
+// the first call that takes the lock of a zero Limiter. l.mu is held.
+func (l *Limiter) setDefaults() {
 	if l.ctl.maxLimit != 0 {
 		return
 	}
@@ -140,7 +140,7 @@ func (l *Limiter) init() {
 		c.MinRate = 1
 	}
 	l.epoch = time.Now()
-	l.ctl.init(*c)
+	l.ctl = newControl(*c)
 	l.updateFast()
 }
 
@@ -149,16 +149,21 @@ func (l *Limiter) init() {
 // nothing, and releasing it does nothing.
 type Permit struct {
 	l     *Limiter
-	start int64  // nanoseconds since l.epoch, plus one; 0 if not timed
+	start int64  // when it was granted, in nanoseconds since l.epoch, plus one; 0 if not timed
 	n     uint32 // permits held when this one was granted, itself included
 	flags uint8
 }
 
 const (
-	permitFast   uint8 = 1 << iota // granted without the lock
-	permitBoundL                   // the in-flight limit was reached when granted
-	permitBoundR                   // the rate limit's bucket was empty when granted
+	permitFast      uint8 = 1 << iota // granted without the lock
+	permitAtLimit                     // the in-flight limit was reached when granted
+	permitRateBound                   // the rate limit bound when granted
 )
+
+// sample is what p tells the control law about its attempt.
+func (p Permit) sample() sample {
+	return sample{n: p.n, sent: time.Duration(p.start - 1), atLimit: p.flags&permitAtLimit != 0, rateBound: p.flags&permitRateBound != 0}
+}
 
 // queued is a call waiting in Acquire.
 type queued struct {
@@ -189,8 +194,8 @@ func (l *Limiter) putQueued(w *queued) {
 	w.next, l.free = l.free, w
 }
 
-// now returns the time since l was made, in nanoseconds.
-func (l *Limiter) now() int64 { return int64(time.Since(l.epoch)) }
+// now returns the time since l was made.
+func (l *Limiter) now() time.Duration { return time.Since(l.epoch) }
 
 // Acquire blocks until an attempt may start or ctx ends, and returns the
 // permission to make it. Calls are granted in the order they arrive. When
@@ -207,15 +212,15 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 	// Fast path: far below the in-flight limit, with no rate limit and no
 	// one waiting, a permit is one compare-and-swap and reads no clock.
 	for {
-		w := l.word.Load()
-		n := w & wordMask
+		w := l.ledger.Load()
+		n := w & ledgerMask
 		if int64(n) >= l.fast.Load() {
 			break
 		}
-		if l.word.CompareAndSwap(w, w+1) {
+		if l.ledger.CompareAndSwap(w, w+1) {
 			p := Permit{l: l, n: uint32(n + 1), flags: permitFast}
-			if (w>>wordBits)&sampleMask == 0 {
-				p.start = l.now() + 1 // a sample for the latency baseline
+			if (w>>ledgerBits)&sampleMask == 0 {
+				p.start = int64(l.now()) + 1 // a sample for the latency baseline
 			}
 			return p, nil
 		}
@@ -225,7 +230,7 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 
 func (l *Limiter) acquireSlow(ctx context.Context) (Permit, error) {
 	l.mu.Lock()
-	l.init()
+	l.setDefaults()
 	now := l.now()
 	if l.head == nil && l.grantable(now) {
 		p := l.grant(now, false)
@@ -250,8 +255,8 @@ func (l *Limiter) acquireSlow(ctx context.Context) (Permit, error) {
 			// At the head of the queue, with its token due: the waiter
 			// paces itself, so the Limiter needs no goroutine of its own.
 			l.mu.Lock()
-			if l.armed == w {
-				l.armed = nil
+			if l.timed == w {
+				l.timed = nil
 			}
 			l.dispatch(l.now())
 			l.mu.Unlock()
@@ -283,8 +288,8 @@ func (l *Limiter) enqueue(w *queued) {
 		l.head = w
 	}
 	l.tail = w
-	l.nwait++
-	l.waiting.Store(int32(l.nwait))
+	l.waiters++
+	l.waiting.Store(int32(l.waiters))
 	l.fast.Store(0)
 }
 
@@ -301,35 +306,35 @@ func (l *Limiter) remove(w *queued) {
 		l.tail = w.prev
 	}
 	w.prev, w.next = nil, nil
-	if l.armed == w {
+	if l.timed == w {
 		w.timer.Stop()
-		l.armed = nil
+		l.timed = nil
 	}
-	l.nwait--
-	l.waiting.Store(int32(l.nwait))
+	l.waiters--
+	l.waiting.Store(int32(l.waiters))
 }
 
 // inFlight returns the permits held.
-func (l *Limiter) inFlight() int { return int(l.word.Load() & wordMask) }
+func (l *Limiter) inFlight() int { return int(l.ledger.Load() & ledgerMask) }
 
 // grantable reports whether a permit may be granted now. l.mu is held.
-func (l *Limiter) grantable(now int64) bool {
-	if l.inFlight() >= l.ctl.cap() {
+func (l *Limiter) grantable(now time.Duration) bool {
+	if l.inFlight() >= l.ctl.slots() {
 		return false
 	}
-	return l.ctl.tokensAt(now) >= 1
+	return l.ctl.bucket.available(now) >= 1
 }
 
 // grant takes a permit for a call that waited for the rate limit's token,
 // or not. l.mu is held.
-func (l *Limiter) grant(now int64, paced bool) Permit {
-	n := uint32(l.word.Add(1) & wordMask)
-	p := Permit{l: l, start: now + 1, n: n}
-	if int(n) >= l.ctl.cap() {
-		p.flags |= permitBoundL
+func (l *Limiter) grant(now time.Duration, paced bool) Permit {
+	n := uint32(l.ledger.Add(1) & ledgerMask)
+	p := Permit{l: l, start: int64(now) + 1, n: n}
+	if int(n) >= l.ctl.slots() {
+		p.flags |= permitAtLimit
 	}
-	if l.ctl.take() || paced {
-		p.flags |= permitBoundR
+	if l.ctl.bucket.take() || paced {
+		p.flags |= permitRateBound
 	}
 	return p
 }
@@ -337,27 +342,27 @@ func (l *Limiter) grant(now int64, paced bool) Permit {
 // dispatch grants permits to the waiters at the head of the queue while it
 // may, and sets the head waiter's timer when it waits for the rate limit's
 // next token. l.mu is held.
-func (l *Limiter) dispatch(now int64) {
+func (l *Limiter) dispatch(now time.Duration) {
 	for l.head != nil && l.grantable(now) {
 		w := l.head
 		l.remove(w)
 		w.permit, w.granted = l.grant(now, w.paced), true
 		w.ch <- struct{}{}
 	}
-	var due int64
-	if l.head != nil && l.inFlight() < l.ctl.cap() {
-		due = l.ctl.untilToken(now)
+	var due time.Duration
+	if l.head != nil && l.inFlight() < l.ctl.slots() {
+		due = l.ctl.bucket.untilToken(now)
 	}
 	switch {
-	case due > 0 && l.armed != l.head:
-		if l.armed != nil {
-			l.armed.timer.Stop()
+	case due > 0 && l.timed != l.head:
+		if l.timed != nil {
+			l.timed.timer.Stop()
 		}
-		l.armed, l.head.paced = l.head, true
-		l.head.timer.Reset(time.Duration(due))
-	case due == 0 && l.armed != nil:
-		l.armed.timer.Stop()
-		l.armed = nil
+		l.timed, l.head.paced = l.head, true
+		l.head.timer.Reset(due)
+	case due == 0 && l.timed != nil:
+		l.timed.timer.Stop()
+		l.timed = nil
 	}
 	l.updateFast()
 }
@@ -366,8 +371,8 @@ func (l *Limiter) dispatch(now int64) {
 // and the in-flight limit is far away. l.mu is held (or l is new).
 func (l *Limiter) updateFast() {
 	f := int64(0)
-	if l.nwait == 0 && l.ctl.rate == 0 {
-		f = int64(l.ctl.cap() / 2)
+	if l.waiters == 0 && l.ctl.bucket.rate == 0 {
+		f = int64(l.ctl.slots() / 2)
 	}
 	l.fast.Store(f)
 }
@@ -375,8 +380,8 @@ func (l *Limiter) updateFast() {
 // returnUnused hands back a permit that was granted but not used: it
 // refunds the rate limit's token and teaches nothing. l.mu is held.
 func (l *Limiter) returnUnused(p Permit) {
-	l.word.Add(^uint64(0))
-	l.ctl.refund()
+	l.ledger.Add(^uint64(0))
+	l.ctl.bucket.refund()
 	l.dispatch(l.now())
 }
 
@@ -390,9 +395,9 @@ func (p Permit) Release(s Signal) {
 	if p.start == 0 && (s == SignalSuccess || s == SignalIgnore) {
 		// Fast path: a permit granted far from the limits, not timed.
 		if s == SignalSuccess {
-			l.word.Add(wordSuccess - 1)
+			l.ledger.Add(ledgerSuccess - 1)
 		} else {
-			l.word.Add(^uint64(0))
+			l.ledger.Add(^uint64(0))
 		}
 		if l.waiting.Load() != 0 {
 			l.mu.Lock()
@@ -406,32 +411,32 @@ func (p Permit) Release(s Signal) {
 	delta := ^uint64(0)
 	switch s {
 	case SignalSuccess:
-		delta += wordSuccess
+		delta += ledgerSuccess
 	case SignalBackpressure:
 		l.counts.throttles++
 	case SignalFailure:
 		l.counts.failures++
 	}
-	w := l.word.Add(delta)
+	w := l.ledger.Add(delta)
 	if s == SignalSuccess || s == SignalFailure {
-		l.ctl.admitted(now, l.drain(w))
+		l.ctl.admitted.record(now, l.drain(w))
 	}
-	l.ctl.learn(p, s, now)
+	l.ctl.learn(p.sample(), s, now)
 	l.dispatch(now)
 	l.mu.Unlock()
 }
 
-// drain returns the successes and failures so far, given l.word's value w.
-// When the successes counted in the word near its capacity it moves them
-// into l.counts, so that the word never overflows; it leaves small counts
-// in place, since the fast path samples by them. l.mu is held.
+// drain returns the successes and failures so far, given l.ledger's value
+// w. When the successes counted in the ledger near its capacity it moves
+// them into l.counts, so that the ledger never overflows; it leaves small
+// counts in place, since the fast path samples by them. l.mu is held.
 func (l *Limiter) drain(w uint64) int64 {
-	if k := w >> wordBits; k >= 1<<40 {
-		l.word.Add(-(k << wordBits))
+	if k := w >> ledgerBits; k >= 1<<40 {
+		l.ledger.Add(-(k << ledgerBits))
 		l.counts.successes += int64(k)
-		w -= k << wordBits
+		w -= k << ledgerBits
 	}
-	return l.counts.successes + int64(w>>wordBits) + l.counts.failures
+	return l.counts.successes + int64(w>>ledgerBits) + l.counts.failures
 }
 
 // LimiterStats is a snapshot of a [Limiter].
@@ -456,14 +461,14 @@ type LimiterStats struct {
 func (l *Limiter) Stats() LimiterStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.init()
-	w := l.word.Load()
+	l.setDefaults()
+	w := l.ledger.Load()
 	l.drain(w)
 	return LimiterStats{
-		Limit: l.ctl.limit, Rate: l.ctl.rate,
-		InFlight: l.inFlight(), Waiting: l.nwait,
-		Successes: l.counts.successes + int64(l.word.Load()>>wordBits), Throttles: l.counts.throttles, Failures: l.counts.failures,
-		Latency: time.Duration(l.ctl.srtt), MinLatency: time.Duration(l.ctl.base),
+		Limit: l.ctl.limit, Rate: float64(l.ctl.bucket.rate),
+		InFlight: l.inFlight(), Waiting: l.waiters,
+		Successes: l.counts.successes + int64(l.ledger.Load()>>ledgerBits), Throttles: l.counts.throttles, Failures: l.counts.failures,
+		Latency: l.ctl.latency.smoothed(), MinLatency: l.ctl.latency.baseline(),
 	}
 }
 

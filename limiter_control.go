@@ -6,9 +6,11 @@ import (
 )
 
 // control is a Limiter's control law: an in-flight limit and a rate limit
-// (a token bucket), both learned from what released permits report. Every
-// method runs with the Limiter's lock held; times are nanoseconds since the
-// Limiter was made.
+// (a token bucket), both learned from what released permits report. It is
+// made of small parts, each advanced with the time now, since the Limiter
+// was made: the bucket, the estimate of the rate the server admits, the
+// latency tracker and the wall. Every method runs with the Limiter's lock
+// held.
 //
 // The law, in short:
 //   - Slow start: the in-flight limit starts at initialLimit and grows by
@@ -41,28 +43,17 @@ import (
 type control struct {
 	limit, maxLimit float64
 	slowStart       bool
+	minRate         perSecond
 
-	rate, minRate float64 // attempts per second; rate 0 means no rate limit
-	tokens        float64
-	tokAt         int64
-
-	srtt, base float64 // nanoseconds
-	baseAt     int64
-	samples    int
-
-	est        float64 // attempts admitted per second, smoothed
-	estAt      int64
-	estTotal   int64 // admitted attempts counted at estAt
-	total      int64 // admitted attempts so far
-	estFrom    int64
-	estKnown   bool
-	estStarted bool
+	bucket   bucket
+	admitted admissions
+	latency  latencyTracker
 
 	wall      wall
 	wallAt    int // the wall's in-flight count, 0 if none
 	wallCheck int // successes until the wall is looked at again
 
-	lastCong, lastRateCut, lastGrow int64
+	lastCong, lastRateCut, lastGrow time.Duration
 	share                           float64 // smoothed share of backpressure
 }
 
@@ -84,157 +75,69 @@ const (
 	minSamples     = 16
 )
 
-func (c *control) init(cfg LimiterConfig) {
-	c.maxLimit = float64(cfg.MaxInFlight)
-	c.limit = min(initialLimit, c.maxLimit)
-	c.slowStart = true
-	c.minRate = cfg.MinRate
+// perSecond is a rate: attempts per second.
+type perSecond float64
+
+// in returns the count of r over d.
+func (r perSecond) in(d time.Duration) float64 { return float64(r) * float64(d) / 1e9 }
+
+// seconds returns d in seconds: the one place the law turns a duration
+// into seconds, in the same floating-point steps wherever it does.
+func seconds(d time.Duration) float64 { return float64(d) / 1e9 }
+
+// sample is what a released permit tells the control law about its attempt.
+type sample struct {
+	n         uint32        // permits held when it was granted, itself included
+	sent      time.Duration // when it was granted; -1 if it was not timed
+	atLimit   bool          // the in-flight limit was reached when it was granted
+	rateBound bool          // the rate limit bound when it was granted
 }
 
-// cap returns the in-flight limit as a count.
-func (c *control) cap() int { return max(1, int(c.limit)) }
-
-// tokensAt refills the bucket up to now and returns its tokens; without a
-// rate limit there is always a token.
-func (c *control) tokensAt(now int64) float64 {
-	if c.rate == 0 {
-		return math.Inf(1)
-	}
-	if dt := now - c.tokAt; dt > 0 {
-		c.tokens = min(c.burst(), c.tokens+c.rate*float64(dt)/1e9)
-		c.tokAt = now
-	}
-	return c.tokens
+func newControl(cfg LimiterConfig) control {
+	maxLimit := float64(cfg.MaxInFlight)
+	return control{maxLimit: maxLimit, limit: min(initialLimit, maxLimit), slowStart: true, minRate: perSecond(cfg.MinRate)}
 }
 
-// burst is the bucket's size: the tokens of rateBurst, at least one.
-func (c *control) burst() float64 { return max(1, c.rate*rateBurst.Seconds()) }
+// slots returns the in-flight limit as a count.
+func (c *control) slots() int { return max(1, int(c.limit)) }
 
-// take spends a token and reports whether the bucket was less than full:
-// calls are drawing on it as fast as it fills, so the rate binds.
-func (c *control) take() bool {
-	if c.rate == 0 {
-		return false
+// learn updates the limits with what an attempt's release reported at now.
+func (c *control) learn(s sample, sig Signal, now time.Duration) {
+	switch sig {
+	case SignalSuccess:
+		if s.sent >= 0 {
+			c.latency.observe(now-s.sent, now)
+		}
+		c.share -= c.share / 64
+		c.onSuccess(s, now)
+	case SignalBackpressure:
+		c.share += (1 - c.share) / 64
+		c.onBackpressure(s, now)
 	}
-	bound := c.tokens < c.burst()-0.5
-	c.tokens--
-	return bound
-}
-
-func (c *control) refund() {
-	if c.rate > 0 {
-		c.tokens = min(c.burst(), c.tokens+1)
-	}
-}
-
-// untilToken returns the nanoseconds until the bucket holds a token.
-func (c *control) untilToken(now int64) int64 {
-	if c.rate == 0 {
-		return 0
-	}
-	need := 1 - c.tokensAt(now)
-	if need <= 0 {
-		return 0
-	}
-	return int64(math.Ceil(need/c.rate*1e9)) + 1
-}
-
-// admitted records total, the attempts the server has admitted so far, at
-// now, and keeps the smoothed admitted rate.
-func (c *control) admitted(now, total int64) {
-	c.total = total
-	if !c.estStarted {
-		c.estStarted, c.estAt, c.estFrom, c.estTotal = true, now, now, total
-		return
-	}
-	dt := now - c.estAt
-	if dt < int64(estBucket) {
-		return
-	}
-	inst := float64(total-c.estTotal) / (float64(dt) / 1e9)
-	if !c.estKnown {
-		c.est, c.estKnown = inst, true
-	} else {
-		a := float64(dt) / float64(dt+int64(estWindow))
-		c.est += a * (inst - c.est)
-	}
-	c.estAt, c.estTotal = now, total
-}
-
-// admittedRate returns the smoothed admitted rate, or the rate since the
-// first admission while no bucket has completed.
-func (c *control) admittedRate(now int64) float64 {
-	if c.estKnown {
-		return c.est
-	}
-	if c.estStarted && now-c.estFrom > int64(time.Millisecond) {
-		return float64(c.total-c.estTotal) / (float64(now-c.estFrom) / 1e9)
-	}
-	return 0
-}
-
-// observe takes a latency sample of a successful attempt.
-func (c *control) observe(lat float64, now int64) {
-	lat = max(lat, 1)
-	c.samples++
-	if c.srtt == 0 {
-		c.srtt, c.base, c.baseAt = lat, lat, now
-		return
-	}
-	c.srtt += (lat - c.srtt) / 16
-	if lat < c.base {
-		c.base = lat
-	} else if c.srtt > c.base {
-		f := min(1, float64(now-c.baseAt)/float64(baseDrift))
-		c.base += (c.srtt - c.base) * f
-	}
-	c.baseAt = now
-}
-
-// latency reports how the smoothed latency compares with its baseline.
-func (c *control) latency() (congested, queued bool) {
-	if c.samples < minSamples {
-		return false, false
-	}
-	return c.srtt > congestedRatio*c.base+float64(latencySlack),
-		c.srtt > queuedRatio*c.base+2*float64(latencySlack)
 }
 
 // accel returns the growth multiplier: 1 right after a congestion signal,
 // rising with the square of the seconds since.
-func (c *control) accel(now int64) float64 {
-	s := float64(now-c.lastCong) / 1e9
+func (c *control) accel(now time.Duration) float64 {
+	s := seconds(now - c.lastCong)
 	return 1 + min(100, s*s)
 }
 
-// learn updates the limits with what permit p reported at now.
-func (c *control) learn(p Permit, s Signal, now int64) {
-	switch s {
-	case SignalSuccess:
-		if p.start != 0 {
-			c.observe(float64(now-(p.start-1)), now)
-		}
-		c.share -= c.share / 64
-		c.onSuccess(p, now)
-	case SignalBackpressure:
-		c.share += (1 - c.share) / 64
-		c.onBackpressure(p, now)
-	}
-}
-
-func (c *control) onSuccess(p Permit, now int64) {
-	cong, queue := c.latency()
+func (c *control) onSuccess(s sample, now time.Duration) {
+	cong, queue := c.latency.state()
 	if cong {
 		c.lastCong = now
 		c.slowStart = false
 	}
 	accel := c.accel(now)
-	if p.flags&permitBoundL != 0 {
+	if s.atLimit {
 		switch {
 		case c.slowStart:
 			c.limit++
-		case queue && p.flags&permitBoundR == 0:
-			floor := minLimit + 1.25*c.admittedRate(now)*c.base/1e9 // what the admitted rate needs at the baseline latency, and some
+		case queue && !s.rateBound:
+			// What the admitted rate needs at the baseline latency (in
+			// nanoseconds), and some.
+			floor := minLimit + 1.25*float64(c.admitted.rate(now))*c.latency.base/1e9
 			if c.limit > floor {
 				c.limit = max(floor, c.limit-0.5/c.limit)
 			}
@@ -243,45 +146,46 @@ func (c *control) onSuccess(p Permit, now int64) {
 		}
 		c.limit = min(max(c.limit, minLimit), c.maxLimit)
 	}
-	c.wall.record(p.n, false, now)
+	c.wall.record(s.n, false, now)
 	if c.wallCheck--; c.wallCheck <= 0 {
 		c.wallCheck = 64
 		c.wallAt = c.wall.at(c.share, now)
 	}
 	c.capAtWall()
-	if c.rate > 0 && p.flags&permitBoundR != 0 && !cong {
+	if b := &c.bucket; b.rate > 0 && s.rateBound && !cong {
 		// Per success, so that the share of backpressure does not depend
 		// on the rate, and per second, so that a low rate recovers.
-		dt := min(float64(now-c.lastGrow)/1e9, 1)
-		c.rate *= 1 + rateGrow*accel + rateProbe*dt*(accel-1)
-		c.rate = min(c.rate, max(2*c.admittedRate(now), 2*c.minRate))
+		dt := min(seconds(now-c.lastGrow), 1)
+		b.rate *= perSecond(1 + rateGrow*accel + rateProbe*dt*(accel-1))
+		b.rate = min(b.rate, max(2*c.admitted.rate(now), 2*c.minRate))
 	}
 	c.lastGrow = now
 }
 
-func (c *control) onBackpressure(p Permit, now int64) {
+func (c *control) onBackpressure(s sample, now time.Duration) {
 	c.lastCong = now
-	sent := p.start - 1 // -1 when untimed: then it was sent before any cut
 	if c.slowStart {
 		c.slowStart = false
-		c.limit = max(minLimit, min(c.limit, float64(p.n))*limitCut)
+		c.limit = max(minLimit, min(c.limit, float64(s.n))*limitCut)
 	}
-	c.wall.record(p.n, true, now)
+	c.wall.record(s.n, true, now)
 	c.wallAt = c.wall.at(c.share, now)
 	c.capAtWall()
-	if c.rate == 0 {
-		r := 0.9 * c.admittedRate(now)
-		if r == 0 && c.srtt > 0 {
-			r = float64(p.n) / (c.srtt / 1e9) / 2
+	b := &c.bucket
+	if b.rate == 0 {
+		r := 0.9 * c.admitted.rate(now)
+		if r == 0 && c.latency.srtt > 0 {
+			r = perSecond(float64(s.n) / (c.latency.srtt / 1e9) / 2) // srtt in nanoseconds
 		}
-		c.rate = max(c.minRate, r)
-		c.tokens, c.tokAt, c.lastRateCut = 0, now, now
+		b.start(max(c.minRate, r), now)
+		c.lastRateCut = now
 		return
 	}
-	if sent >= c.lastRateCut && (c.wallAt == 0 || int(p.n) < c.wallAt) {
+	// An untimed attempt (sent -1) was sent before any cut.
+	if s.sent >= c.lastRateCut && (c.wallAt == 0 || int(s.n) < c.wallAt) {
 		cut := min(0.5, rateCut+0.3*c.share*c.share)
-		c.rate = max(c.minRate, c.rate*(1-cut))
-		c.tokens = min(c.tokens, c.burst())
+		b.rate = max(c.minRate, b.rate*perSecond(1-cut))
+		b.tokens = min(b.tokens, b.size())
 		c.lastRateCut = now
 	}
 }
@@ -291,4 +195,145 @@ func (c *control) capAtWall() {
 	if c.wallAt > 0 {
 		c.limit = max(minLimit, min(c.limit, float64(c.wallAt)-0.5))
 	}
+}
+
+// bucket is the rate limit, a token bucket of rateBurst's worth of tokens
+// that fills at rate; a rate of 0 means no rate limit.
+type bucket struct {
+	rate   perSecond
+	tokens float64
+	at     time.Duration // when tokens was brought up to date
+}
+
+// start turns the rate limit on at r, with an empty bucket.
+func (b *bucket) start(r perSecond, now time.Duration) { b.rate, b.tokens, b.at = r, 0, now }
+
+// size is the bucket's size: the tokens of rateBurst, at least one.
+func (b *bucket) size() float64 { return max(1, float64(b.rate)*rateBurst.Seconds()) }
+
+// available refills the bucket up to now and returns its tokens; without a
+// rate limit there is always a token.
+func (b *bucket) available(now time.Duration) float64 {
+	if b.rate == 0 {
+		return math.Inf(1)
+	}
+	if dt := now - b.at; dt > 0 {
+		b.tokens = min(b.size(), b.tokens+b.rate.in(dt))
+		b.at = now
+	}
+	return b.tokens
+}
+
+// take spends a token and reports whether the bucket was less than full:
+// calls are drawing on it as fast as it fills, so the rate binds.
+func (b *bucket) take() bool {
+	if b.rate == 0 {
+		return false
+	}
+	bound := b.tokens < b.size()-0.5
+	b.tokens--
+	return bound
+}
+
+// refund gives back a token that was taken but not used.
+func (b *bucket) refund() {
+	if b.rate > 0 {
+		b.tokens = min(b.size(), b.tokens+1)
+	}
+}
+
+// untilToken returns the time until the bucket holds a token.
+func (b *bucket) untilToken(now time.Duration) time.Duration {
+	if b.rate == 0 {
+		return 0
+	}
+	need := 1 - b.available(now)
+	if need <= 0 {
+		return 0
+	}
+	return time.Duration(math.Ceil(need/float64(b.rate)*float64(time.Second))) + 1
+}
+
+// admissions estimates the rate at which the server admits attempts, from
+// the count admitted so far, smoothed over estWindow in buckets of
+// estBucket.
+type admissions struct {
+	est     perSecond     // smoothed
+	at      time.Duration // the end of the last bucket
+	atTotal int64         // admitted attempts counted at at
+	total   int64         // admitted attempts so far
+	from    time.Duration // the first admission
+	known   bool          // a bucket has completed: est holds
+	started bool
+}
+
+// record records total, the attempts admitted so far, at now.
+func (a *admissions) record(now time.Duration, total int64) {
+	a.total = total
+	if !a.started {
+		a.started, a.at, a.from, a.atTotal = true, now, now, total
+		return
+	}
+	dt := now - a.at
+	if dt < estBucket {
+		return
+	}
+	inst := perSecond(float64(total-a.atTotal) / seconds(dt))
+	if !a.known {
+		a.est, a.known = inst, true
+	} else {
+		f := float64(dt) / float64(dt+estWindow)
+		a.est += perSecond(f) * (inst - a.est)
+	}
+	a.at, a.atTotal = now, total
+}
+
+// rate returns the smoothed admitted rate, or the rate since the first
+// admission while no bucket has completed.
+func (a *admissions) rate(now time.Duration) perSecond {
+	if a.known {
+		return a.est
+	}
+	if a.started && now-a.from > time.Millisecond {
+		return perSecond(float64(a.total-a.atTotal) / seconds(now-a.from))
+	}
+	return 0
+}
+
+// latencyTracker keeps the smoothed latency of successful attempts and its
+// baseline, in nanoseconds as floats, since smoothing needs fractions.
+type latencyTracker struct {
+	srtt, base float64
+	baseAt     time.Duration
+	samples    int
+}
+
+// observe takes the latency lat of a successful attempt, measured at now.
+func (l *latencyTracker) observe(lat, now time.Duration) {
+	x := max(float64(lat), 1)
+	l.samples++
+	if l.srtt == 0 {
+		l.srtt, l.base, l.baseAt = x, x, now
+		return
+	}
+	l.srtt += (x - l.srtt) / 16
+	if x < l.base {
+		l.base = x
+	} else if l.srtt > l.base {
+		f := min(1, float64(now-l.baseAt)/float64(baseDrift))
+		l.base += (l.srtt - l.base) * f
+	}
+	l.baseAt = now
+}
+
+func (l *latencyTracker) smoothed() time.Duration { return time.Duration(l.srtt) }
+func (l *latencyTracker) baseline() time.Duration { return time.Duration(l.base) }
+
+// state reports how the smoothed latency compares with its baseline.
+func (l *latencyTracker) state() (congested, queued bool) {
+	if l.samples < minSamples {
+		return false, false
+	}
+	return l.srtt > congestedRatio*l.base+float64(latencySlack),
+		l.srtt > queuedRatio*l.base+2*float64(latencySlack)
 }

@@ -23,7 +23,7 @@ type wall struct {
 
 type wallBucket struct {
 	ok, throttled float64
-	at            int64
+	at            time.Duration
 }
 
 const (
@@ -34,7 +34,7 @@ const (
 	wallContrast  = 3
 )
 
-func (w *wall) bucket(n uint32, now int64) *wallBucket {
+func (w *wall) bucket(n uint32, now time.Duration) *wallBucket {
 	b := &w.buckets[min(int(n), wallBuckets-1)]
 	if dt := now - b.at; dt > 0 {
 		if b.ok+b.throttled > 0 {
@@ -48,7 +48,7 @@ func (w *wall) bucket(n uint32, now int64) *wallBucket {
 }
 
 // record counts an attempt sent with n in flight.
-func (w *wall) record(n uint32, throttled bool, now int64) {
+func (w *wall) record(n uint32, throttled bool, now time.Duration) {
 	if n == 0 || int(n) >= wallBuckets {
 		return
 	}
@@ -62,7 +62,7 @@ func (w *wall) record(n uint32, throttled bool, now int64) {
 
 // at returns the in-flight count of the wall, or 0 if there is none, given
 // the overall share of backpressure.
-func (w *wall) at(share float64, now int64) int {
+func (w *wall) at(share float64, now time.Duration) int {
 	need := max(wallShare, wallContrast*share)
 	for n := 1; n < wallBuckets; n++ {
 		b := w.bucket(uint32(n), now)

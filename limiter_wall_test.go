@@ -36,7 +36,7 @@ func TestWall(t *testing.T) {
 				t.Errorf("wall.at() = %d, want %d", got, tc.want)
 			}
 			// The evidence decays: after 4 time constants no wall is left.
-			if got := w.at(throttled/total, int64(4*wallMemory)); got != 0 {
+			if got := w.at(throttled/total, 4*wallMemory); got != 0 {
 				t.Errorf("wall.at() after %v = %d, want 0", 4*wallMemory, got)
 			}
 		})
