@@ -188,7 +188,10 @@ func (c *call) judge(p *Policy, v any, err error) (end bool, _ error) {
 
 // pause runs the hooks, the wait and the checks between a retried attempt
 // and the next. It reports whether the call ends, and with what error
-// (which the exhaustion callback may make nil).
+// (which the exhaustion callback may make nil). Its steps are kept in one
+// function, in the order tenacity's semantics give them (after hook, wait,
+// stop, deadline, budget, before-sleep hook, sleep, discard), so that the
+// order reads top to bottom.
 func (c *call) pause(p *Policy) (end bool, err error) {
 	st := &c.st
 	// Elapsed counts from the end of the first attempt, so a call that

@@ -36,6 +36,8 @@ import (
 // mentions a connection (a ValueError("Invalid CONNECTION string"), a read
 // timeout from requests' HTTPConnectionPool) is not retried.
 func IsConnectionError(err error) bool {
+	// A flat list of classifications in order of precedence, the
+	// exclusions first.
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}

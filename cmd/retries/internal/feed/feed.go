@@ -131,18 +131,7 @@ func New(cfg Config) (*Feeder, error) {
 		f.progressOut = &lockedWriter{w: cfg.ProgressOut}
 	}
 
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxConnsPerHost = cfg.Connections
-	tr.MaxIdleConnsPerHost = max(cfg.Connections, f.slots())
-	tr.MaxIdleConns = tr.MaxIdleConnsPerHost
-	if cfg.HTTP2 {
-		// Prior knowledge on http URLs, as Vespa's feed client does;
-		// ALPN on https.
-		var p http.Protocols
-		p.SetHTTP2(true)
-		p.SetUnencryptedHTTP2(true)
-		tr.Protocols = &p
-	}
+	tr := newHTTPTransport(cfg, f.slots())
 	f.transport = tr
 	inner := cfg.Inner
 	if cfg.Concurrency == 0 {
@@ -183,6 +172,24 @@ func New(cfg Config) (*Feeder, error) {
 	return f, nil
 }
 
+// newHTTPTransport returns the connections' transport: at most
+// cfg.Connections per host, and idle connections kept for slots requests.
+func newHTTPTransport(cfg Config, slots int) *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxConnsPerHost = cfg.Connections
+	tr.MaxIdleConnsPerHost = max(cfg.Connections, slots)
+	tr.MaxIdleConns = tr.MaxIdleConnsPerHost
+	if cfg.HTTP2 {
+		// Prior knowledge on http URLs, as Vespa's feed client does;
+		// ALPN on https.
+		var p http.Protocols
+		p.SetHTTP2(true)
+		p.SetUnencryptedHTTP2(true)
+		tr.Protocols = &p
+	}
+	return tr
+}
+
 // slots is the number of operations dispatched at once, in flight or
 // waiting behind another operation on the same document.
 func (f *Feeder) slots() int {
@@ -208,25 +215,12 @@ type opSource interface {
 func (f *Feeder) run(ctx context.Context, src opSource) Result {
 	start := time.Now()
 	defer f.transport.CloseIdleConnections()
-	// Requests run under their own context, canceled cfg.grace after ctx
-	// ends or when the feed is over.
+	// Requests run under their own context, canceled Config.Grace after
+	// ctx ends or when the feed is over.
 	sendCtx, cancelSend := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelSend()
 	finished := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-finished:
-			return
-		}
-		t := time.NewTimer(f.cfg.Grace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			cancelSend()
-		case <-finished:
-		}
-	}()
+	go f.cancelAfterGrace(ctx, finished, cancelSend)
 	var progressDone chan struct{}
 	if f.cfg.Progress > 0 {
 		progressDone = make(chan struct{})
@@ -235,12 +229,43 @@ func (f *Feeder) run(ctx context.Context, src opSource) Result {
 			f.reportProgress(start, finished)
 		}()
 	}
+	var wg sync.WaitGroup
+	res, eof := f.dispatchAll(ctx, sendCtx, src, &wg)
+	wg.Wait()
+	close(finished)
+	if progressDone != nil {
+		<-progressDone
+	}
+	f.settle(&res, time.Since(start))
+	if !eof {
+		f.out.printf("retries feed: interrupted: the input from %v on was not read\n", res.unread)
+	}
+	return res
+}
 
-	var (
-		res   Result
-		slots = make(chan struct{}, f.slots())
-		wg    sync.WaitGroup
-	)
+// cancelAfterGrace calls cancelSend Config.Grace after ctx ends, unless
+// the feed is finished first.
+func (f *Feeder) cancelAfterGrace(ctx context.Context, finished <-chan struct{}, cancelSend context.CancelFunc) {
+	select {
+	case <-ctx.Done():
+	case <-finished:
+		return
+	}
+	t := time.NewTimer(f.cfg.Grace)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		cancelSend()
+	case <-finished:
+	}
+}
+
+// dispatchAll reads the operations of src and dispatches each, until src
+// ends or ctx is done; wg counts the operations' goroutines. It reports
+// whether the input was read to its end or to an error that stops it,
+// and, when it was not, res.unread says from where.
+func (f *Feeder) dispatchAll(ctx, sendCtx context.Context, src opSource, wg *sync.WaitGroup) (res Result, eof bool) {
+	slots := make(chan struct{}, f.slots())
 	// The input is read on its own goroutine, so that an interrupt ends
 	// the feed even while a read blocks (a quiet pipe on stdin); that
 	// goroutine then stays blocked until the process exits.
@@ -248,64 +273,68 @@ func (f *Feeder) run(ctx context.Context, src opSource) Result {
 	stopRead := make(chan struct{})
 	defer close(stopRead)
 	go readOps(src, items, stopRead)
-	next, eof := inputPos{line: 1}, false // where the input not yet taken starts
-read:
+	res.unread = inputPos{line: 1} // where the input not yet taken starts
 	for {
 		var it readItem
 		select {
 		case it = <-items:
 		case <-ctx.Done():
-			break read
+			return res, false
 		}
-		op, err := it.op, it.err
 		if it.after.line > 0 {
-			next = it.after
+			res.unread = it.after
 		}
-		var bad *badInput
-		var stop *inputError
-		switch {
-		case err == io.EOF:
-			eof = true
-			break read
-		case errors.As(err, &bad):
-			res.operations++
-			res.badInput++
-			f.failed.Add(1)
-			f.out.printf("retries feed: %v (skipped)\n", err)
-			continue
-		case errors.As(err, &stop):
-			// Reported here, and not as an interrupt below.
-			res.badInput++
-			f.failed.Add(1)
-			f.out.printf("retries feed: %v\n", err)
-			res.unread, eof = stop.from, true
-			break read
-		case err != nil:
-			f.failed.Add(1)
-			f.out.printf("retries feed: %v\n", err)
-			eof = true
-			break read
+		if it.err != nil {
+			if f.badInput(&res, it.err) {
+				continue
+			}
+			return res, true
 		}
 		res.operations++
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
 			f.mu.Lock()
-			f.unsent = append(f.unsent, op)
+			f.unsent = append(f.unsent, it.op)
 			f.mu.Unlock()
-			break read
+			return res, false
 		}
-		f.dispatch(ctx, sendCtx, op, slots, &wg)
+		f.dispatch(ctx, sendCtx, it.op, slots, wg)
 	}
-	if !eof {
-		res.unread = next
+}
+
+// badInput reports an error of the input and counts it in res. It reports
+// whether the reading goes on: after a *badInput it does; after the end of
+// the input, an *inputError or another error it stops, and res.unread is
+// then where the unread input starts, or line 0 if all was read.
+func (f *Feeder) badInput(res *Result, err error) (goOn bool) {
+	var bad *badInput
+	var stop *inputError
+	switch {
+	case err == io.EOF:
+		res.unread = inputPos{}
+		return false
+	case errors.As(err, &bad):
+		res.operations++
+		res.badInput++
+		f.failed.Add(1)
+		f.out.printf("retries feed: %v (skipped)\n", err)
+		return true
+	case errors.As(err, &stop):
+		res.badInput++
+		res.unread = stop.from
+	default:
+		res.unread = inputPos{}
 	}
-	wg.Wait()
-	close(finished)
-	if progressDone != nil {
-		<-progressDone
-	}
-	res.elapsed = time.Since(start)
+	f.failed.Add(1)
+	f.out.printf("retries feed: %v\n", err)
+	return false
+}
+
+// settle fills in res at the end of the feed, and reports every operation
+// read but not sent.
+func (f *Feeder) settle(res *Result, elapsed time.Duration) {
+	res.elapsed = elapsed
 	res.ok, res.failed = f.ok.Load(), f.failed.Load()
 	res.notFound, res.condFailed, res.refusals = f.notFound.Load(), f.cond.Load(), f.refuse.Load()
 	res.inFlight = f.wire.inFlight.Load()
@@ -318,10 +347,6 @@ read:
 	for _, op := range res.unsent {
 		f.out.printf("retries feed: not sent: %s\n", op.name())
 	}
-	if !eof {
-		f.out.printf("retries feed: interrupted: the input from %v on was not read\n", res.unread)
-	}
-	return res
 }
 
 // readItem is what readOps read: an operation, or an error of opSource.

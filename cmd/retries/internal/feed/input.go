@@ -84,72 +84,28 @@ func keyBit(name []byte) int {
 	return 0
 }
 
+// opText is an operation's members as the input spells them.
+type opText struct {
+	seen      int    // the keys present, as key bits
+	id        []byte // of "put", "id", "update" or "remove", decoded
+	condition []byte // decoded
+	fields    []byte // as written
+	create    bool
+	hasFields bool // not absent, nor null
+}
+
 // parseOp turns the JSON text of one operation, a well-formed object (see
 // objectScanner), into an operation. Keys match exactly. An unknown or
 // repeated key is an error rather than ignored or overwritten, so that a
 // misspelt or repeated "condition" never turns a conditional write into an
 // unconditional one. The fields are passed on as written.
 func parseOp(obj []byte, line int) (*Operation, error) {
-	if !utf8.Valid(obj) {
-		return nil, errors.New("invalid UTF-8")
+	t, err := readMembers(obj)
+	if err != nil {
+		return nil, err
 	}
-	var (
-		seen             int
-		id, condition    []byte
-		fields           []byte
-		create, hasField bool
-	)
-	for m := newMembers(obj); ; {
-		rawKey, value, ok := m.next()
-		if !ok {
-			break
-		}
-		key, err := unquote(rawKey)
-		if err != nil {
-			return nil, fmt.Errorf("key %s: %v", rawKey, err)
-		}
-		bit := keyBit(key)
-		switch {
-		case bit == 0:
-			return nil, unknownKey(key)
-		case seen&bit != 0:
-			return nil, fmt.Errorf("duplicate key %q", key)
-		}
-		seen |= bit
-		switch bit {
-		case keyPut, keyUpdate, keyRemove, keyID, keyCondition:
-			if value[0] != '"' {
-				return nil, fmt.Errorf("%q is not a string", key)
-			}
-			s, err := unquote(value)
-			if err != nil {
-				return nil, fmt.Errorf("%q: %v", key, err)
-			}
-			if bit == keyCondition {
-				condition = s
-			} else {
-				id = s
-			}
-		case keyCreate:
-			switch string(value) {
-			case "true":
-				create = true
-			case "false":
-			default:
-				return nil, errors.New(`"create" is not true or false`)
-			}
-		case keyFields:
-			switch value[0] {
-			case '{':
-				fields, hasField = value, true
-			case 'n': // null: no fields, as if the key were absent
-			default:
-				return nil, errors.New(`"fields" is not an object`)
-			}
-		}
-	}
-	op := &Operation{line: line, id: string(id)}
-	switch seen & (keyPut | keyUpdate | keyRemove | keyID) {
+	op := &Operation{line: line, id: string(t.id)}
+	switch t.seen & (keyPut | keyUpdate | keyRemove | keyID) {
 	case keyPut, keyID:
 		op.kind = Put
 	case keyUpdate:
@@ -160,11 +116,11 @@ func parseOp(obj []byte, line int) (*Operation, error) {
 		return nil, errors.New(`want exactly one of "put" (or its legacy form "id"), "update" and "remove"`)
 	}
 	switch {
-	case op.kind == Remove && hasField:
+	case op.kind == Remove && t.hasFields:
 		return nil, errors.New(`a remove has no "fields"`)
-	case op.kind != Remove && !hasField:
+	case op.kind != Remove && !t.hasFields:
 		return nil, fmt.Errorf(`%s without "fields"`, op.kind)
-	case op.kind == Remove && seen&keyCreate != 0:
+	case op.kind == Remove && t.seen&keyCreate != 0:
 		return nil, errors.New(`"create" is for a put or an update, not a remove`)
 	}
 	docPath, err := documentPath(op.id)
@@ -172,25 +128,83 @@ func parseOp(obj []byte, line int) (*Operation, error) {
 		return nil, err
 	}
 	q := url.Values{}
-	if create {
+	if t.create {
 		q.Set("create", "true")
 	}
-	if len(condition) > 0 {
-		q.Set("condition", string(condition))
+	if len(t.condition) > 0 {
+		q.Set("condition", string(t.condition))
 	}
 	op.path = docPath
 	if len(q) > 0 {
 		op.path += "?" + q.Encode()
 	}
-	if hasField {
-		op.body = make([]byte, 0, len(`{"fields":}`)+len(fields))
-		op.body = append(append(append(op.body, `{"fields":`...), fields...), '}')
+	if t.hasFields {
+		op.body = make([]byte, 0, len(`{"fields":}`)+len(t.fields))
+		op.body = append(append(append(op.body, `{"fields":`...), t.fields...), '}')
 	}
 	op.safe = true
 	if op.kind == Update {
-		op.safe = len(condition) == 0 && !repeatChanges(fields)
+		op.safe = len(t.condition) == 0 && !repeatChanges(t.fields)
 	}
 	return op, nil
+}
+
+// readMembers reads the members of an operation's object: each key once,
+// matched exactly, with a value of its type.
+func readMembers(obj []byte) (opText, error) {
+	var t opText
+	if !utf8.Valid(obj) {
+		return t, errors.New("invalid UTF-8")
+	}
+	for m := newMembers(obj); ; {
+		rawKey, value, ok := m.next()
+		if !ok {
+			return t, nil
+		}
+		key, err := unquote(rawKey)
+		if err != nil {
+			return t, fmt.Errorf("key %s: %v", rawKey, err)
+		}
+		bit := keyBit(key)
+		switch {
+		case bit == 0:
+			return t, unknownKey(key)
+		case t.seen&bit != 0:
+			return t, fmt.Errorf("duplicate key %q", key)
+		}
+		t.seen |= bit
+		switch bit {
+		case keyPut, keyUpdate, keyRemove, keyID, keyCondition:
+			if value[0] != '"' {
+				return t, fmt.Errorf("%q is not a string", key)
+			}
+			s, err := unquote(value)
+			if err != nil {
+				return t, fmt.Errorf("%q: %v", key, err)
+			}
+			if bit == keyCondition {
+				t.condition = s
+			} else {
+				t.id = s
+			}
+		case keyCreate:
+			switch string(value) {
+			case "true":
+				t.create = true
+			case "false":
+			default:
+				return t, errors.New(`"create" is not true or false`)
+			}
+		case keyFields:
+			switch value[0] {
+			case '{':
+				t.fields, t.hasFields = value, true
+			case 'n': // null: no fields, as if the key were absent
+			default:
+				return t, errors.New(`"fields" is not an object`)
+			}
+		}
+	}
 }
 
 // unknownKey is the error for a key that is not one of opKeys, with a hint

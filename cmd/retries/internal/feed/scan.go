@@ -188,6 +188,9 @@ func (s *objectScanner) unread() inputPos {
 	return s.here()
 }
 
+// frameNext finds the next operation's start in the feed's framing (a
+// stream of objects, or one array of them) and scans it; a case per place
+// in that framing.
 func (s *objectScanner) frameNext() ([]byte, error) {
 	for {
 		c, err := s.peekNonSpace()
@@ -343,7 +346,9 @@ func (s *objectScanner) save() {
 }
 
 // scan advances through the window until the value is done, the window is
-// used up, or the syntax is broken.
+// used up, or the syntax is broken. It is long and branchy because it is a
+// state machine, a case per state of RFC 8259's grammar, kept in one loop
+// so that the byte at hand is looked at once.
 func (s *objectScanner) scan() error {
 	for s.pos < s.end {
 		c := s.win[s.pos]
@@ -416,7 +421,8 @@ func (s *objectScanner) scan() error {
 	return nil
 }
 
-// structural handles c in a state between tokens, advancing pos past it.
+// structural handles c in a state between tokens, advancing pos past it:
+// one case per token that may come there, as the grammar has it.
 func (s *objectScanner) structural(c byte) error {
 	switch c {
 	case '\n':
