@@ -179,7 +179,7 @@ func (c *call) judge(p *Policy, v any, err error) (end bool, _ error) {
 	if !retry {
 		return true, err
 	}
-	if v != nil && !isNilPointer(v) {
+	if v != nil && !isNil(v) {
 		c.pending = v
 	}
 	c.st.Err, c.st.Value = err, v

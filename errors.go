@@ -33,10 +33,10 @@ type RetryError struct {
 	// [Transport] closes a response's body before returning the error,
 	// since a RoundTripper returns a response or an error, not both).
 	Value any
-	// Context is non-nil when the context ended the call: the context's
-	// cause (context.Cause), or context.DeadlineExceeded when the next wait
-	// would have ended at or after the context's deadline.
-	Context error
+	// ContextErr is non-nil when the context ended the call: the
+	// context's cause (context.Cause), or context.DeadlineExceeded when the
+	// next wait would have ended at or after the context's deadline.
+	ContextErr error
 	// Refusal is why the policy gave up before its Stop did:
 	// [ErrBudgetExhausted] when its Budget refused the next retry; nil
 	// otherwise.
@@ -50,7 +50,7 @@ type RetryError struct {
 func newRetryError(st *State, ctxErr, cause error) *RetryError {
 	e := &RetryError{
 		Attempts: st.Attempt, Elapsed: st.Elapsed, Slept: st.Slept,
-		Err: st.Err, Value: st.Value, Context: cause, Refusal: st.Refusal,
+		Err: st.Err, Value: st.Value, ContextErr: cause, Refusal: st.Refusal,
 	}
 	if ctxErr != nil && !errors.Is(cause, ctxErr) {
 		e.ctxErr = ctxErr
@@ -65,8 +65,8 @@ func (e *RetryError) Error() string {
 	var b []byte
 	b = append(b, "retries: "...)
 	switch {
-	case e.Context != nil:
-		b = append(b, e.Context.Error()...)
+	case e.ContextErr != nil:
+		b = append(b, e.ContextErr.Error()...)
 		if e.Attempts == 0 {
 			return string(append(b, " before the first attempt"...))
 		}
@@ -98,7 +98,7 @@ func (e *RetryError) Error() string {
 // context's error and the refusal, leaving out those that are nil.
 func (e *RetryError) Unwrap() []error {
 	errs := make([]error, 0, 4)
-	for _, err := range []error{e.Err, e.Context, e.ctxErr, e.Refusal} {
+	for _, err := range []error{e.Err, e.ContextErr, e.ctxErr, e.Refusal} {
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -115,8 +115,8 @@ func (e *RetryError) Unwrap() []error {
 // error it wraps, this makes a [Transport] that gives up on a deadline
 // report a timeout as [net/http.Transport] does.
 func (e *RetryError) Timeout() bool {
-	if e.Context != nil || e.ctxErr != nil {
-		return errors.Is(e.Context, context.DeadlineExceeded) || errors.Is(e.ctxErr, context.DeadlineExceeded)
+	if e.ContextErr != nil || e.ctxErr != nil {
+		return errors.Is(e.ContextErr, context.DeadlineExceeded) || errors.Is(e.ctxErr, context.DeadlineExceeded)
 	}
 	return isTimeout(e.Err)
 }

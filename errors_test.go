@@ -20,9 +20,9 @@ func TestRetryErrorMessage(t *testing.T) {
 		{&retries.RetryError{Attempts: 1, Err: errBoom}, "retries: giving up after 1 attempt: boom"},
 		{&retries.RetryError{Attempts: 2, Value: &http.Response{StatusCode: 503}},
 			"retries: giving up after 2 attempts: last outcome *http.Response with status 503"},
-		{&retries.RetryError{Attempts: 2, Err: errBoom, Context: context.DeadlineExceeded},
+		{&retries.RetryError{Attempts: 2, Err: errBoom, ContextErr: context.DeadlineExceeded},
 			"retries: context deadline exceeded after 2 attempts: boom"},
-		{&retries.RetryError{Context: context.Canceled}, "retries: context canceled before the first attempt"},
+		{&retries.RetryError{ContextErr: context.Canceled}, "retries: context canceled before the first attempt"},
 		{&retries.RetryError{Attempts: 1, Err: errBoom, Refusal: retries.ErrBudgetExhausted},
 			"retries: retry budget exhausted after 1 attempt: boom"},
 		{&retries.RetryError{Attempts: 4}, "retries: giving up after 4 attempts"},
@@ -37,7 +37,7 @@ func TestRetryErrorMessage(t *testing.T) {
 
 func TestRetryErrorUnwrap(t *testing.T) {
 	t.Parallel()
-	e := &retries.RetryError{Attempts: 1, Err: errBoom, Context: context.Canceled, Refusal: retries.ErrBudgetExhausted}
+	e := &retries.RetryError{Attempts: 1, Err: errBoom, ContextErr: context.Canceled, Refusal: retries.ErrBudgetExhausted}
 	if got := e.Unwrap(); !slices.Equal(got, []error{errBoom, context.Canceled, retries.ErrBudgetExhausted}) {
 		t.Errorf("Unwrap() = %v", got)
 	}

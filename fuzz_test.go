@@ -239,7 +239,7 @@ func FuzzWaits(f *testing.F) {
 				t.Fatalf("WaitRandom(%v, %v).Bounds = %v, %v", rmin, rmax, lo, hi)
 			}
 		}
-		if got := (random{min: rmin, max: rmax}).at(u); got < rmin || got > rmax {
+		if got := (random{lo: rmin, hi: rmax}).at(u); got < rmin || got > rmax {
 			t.Fatalf("WaitRandom(%v, %v) at u=%v = %v, want within [min, max]", rmin, rmax, u, got)
 		}
 

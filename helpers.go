@@ -54,9 +54,9 @@ func funcName(f any) string {
 	return name
 }
 
-// isNilPointer reports whether v holds a nil pointer, map, slice, func,
+// isNil reports whether v holds a nil pointer, map, slice, func,
 // interface or channel.
-func isNilPointer(v any) bool {
+func isNil(v any) bool {
 	rv := reflect.ValueOf(v)
 	switch rv.Kind() {
 	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Interface, reflect.Chan:

@@ -107,7 +107,7 @@ func TestQuery(t *testing.T) {
 				distinct[d] = true
 			}
 			var re *retries.RetryError
-			if !errors.As(err, &re) || re.Attempts != 5 || !errors.Is(err, errBoom) || re.Context != nil {
+			if !errors.As(err, &re) || re.Attempts != 5 || !errors.Is(err, errBoom) || re.ContextErr != nil {
 				t.Fatalf("Do() = %v, want a RetryError after 5 attempts wrapping boom", err)
 			}
 		}

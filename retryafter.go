@@ -10,7 +10,7 @@ import (
 )
 
 // WaitRetryAfter waits what the server asked for in a Retry-After header,
-// capped at max, and otherwise what fallback waits. The header is read from
+// capped at limit, and otherwise what fallback waits. The header is read from
 // the outcome of the attempt that just ended: a [*http.Response] value, a
 // [*StatusError] in the error chain (as [CheckStatus] returns), or the
 // response held by a [*RetryError] in the error chain (as an inner
@@ -21,7 +21,7 @@ import (
 // decides. A Retry-After of 0 means no wait.
 //
 // The cap keeps a server, or a proxy in front of it, from making a client
-// sleep for an hour by accident; a value above it waits max. The wait never
+// sleep for an hour by accident; a value above it waits limit. The wait never
 // bypasses the policy's [Stop], which sees it in State.Wait, nor the
 // context's deadline: a Retry-After that would end past it ends the call at
 // once. When fallback asks to give up (a [WaitBackOff] whose BackOff
@@ -32,10 +32,10 @@ import (
 //
 //	p := retries.DocV1.Copy(retries.WithWait(retries.WaitRetryAfter(retries.DocV1.Wait(), 30*time.Second)))
 //
-// WaitRetryAfter panics if max is negative.
-func WaitRetryAfter(fallback Wait, max time.Duration) Wait {
-	checkNonNegative("WaitRetryAfter", "max", max)
-	return Wait{&retryAfter{fallback: fallback, max: max}}
+// WaitRetryAfter panics if limit is negative.
+func WaitRetryAfter(fallback Wait, limit time.Duration) Wait {
+	checkNonNegative("WaitRetryAfter", "limit", limit)
+	return Wait{&retryAfter{fallback: fallback, max: limit}}
 }
 
 type retryAfter struct {

@@ -189,7 +189,7 @@ func statusOf(v any, err error) (int, bool) {
 		}
 		return r.StatusCode, true
 	case statusCoder:
-		if isNilPointer(v) {
+		if isNil(v) {
 			return 0, false
 		}
 		return r.StatusCode(), true

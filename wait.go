@@ -62,7 +62,7 @@ func (w Wait) Duration(s State) time.Duration {
 // described by s: equal for deterministic waits, the ends of the range for
 // random ones. For [WaitFunc] both are f's result, and for [WaitBackOff]
 // both are a fresh BackOff's first value.
-func (w Wait) Bounds(s State) (min, max time.Duration) {
+func (w Wait) Bounds(s State) (lo, hi time.Duration) {
 	if w.w == nil {
 		return 0, 0
 	}
@@ -118,42 +118,43 @@ func (f fixed) next(State) (time.Duration, bool)    { return f.d, false }
 func (f fixed) bounds(State) (lo, hi time.Duration) { return f.d, f.d }
 func (f fixed) String() string                      { return fmt.Sprintf("WaitFixed(%v)", f.d) }
 
-// WaitRandom waits a uniformly random duration in [min, max].
+// WaitRandom waits a uniformly random duration in [lo, hi] (tenacity's
+// wait_random(min, max)).
 //
-// WaitRandom panics if min or max is negative or if min > max.
-func WaitRandom(min, max time.Duration) Wait {
-	checkNonNegative("WaitRandom", "min", min)
-	checkNonNegative("WaitRandom", "max", max)
-	if min > max {
-		panic(fmt.Sprintf("retries: WaitRandom(%v, %v): min > max", min, max))
+// WaitRandom panics if lo or hi is negative or if lo > hi.
+func WaitRandom(lo, hi time.Duration) Wait {
+	checkNonNegative("WaitRandom", "lo", lo)
+	checkNonNegative("WaitRandom", "hi", hi)
+	if lo > hi {
+		panic(fmt.Sprintf("retries: WaitRandom(%v, %v): lo > hi", lo, hi))
 	}
-	return Wait{random{min: min, max: max}}
+	return Wait{random{lo: lo, hi: hi}}
 }
 
 type random struct {
 	stateless
-	min, max time.Duration
+	lo, hi time.Duration
 }
 
 func (r random) next(State) (time.Duration, bool)    { return r.at(rand.Float64()), false }
-func (r random) bounds(State) (lo, hi time.Duration) { return r.min, r.max }
+func (r random) bounds(State) (lo, hi time.Duration) { return r.lo, r.hi }
 
 // at returns the wait for the uniform draw u in [0, 1].
 func (r random) at(u float64) time.Duration {
-	return clampNanos(float64(r.min)+u*(float64(r.max)-float64(r.min)), r.min, r.max)
+	return clampNanos(float64(r.lo)+u*(float64(r.hi)-float64(r.lo)), r.lo, r.hi)
 }
-func (r random) String() string { return fmt.Sprintf("WaitRandom(%v, %v)", r.min, r.max) }
+func (r random) String() string { return fmt.Sprintf("WaitRandom(%v, %v)", r.lo, r.hi) }
 
 // WaitIncrementing waits start after the first attempt and increment more
 // after each later one: start + increment×(n−1) for attempt n, never less
-// than 0 and, when max is not 0, never more than max. The increment may be
-// negative, for waits that shrink to 0.
+// than 0 and, when limit is not 0, never more than limit (tenacity's max).
+// The increment may be negative, for waits that shrink to 0.
 //
-// WaitIncrementing panics if start or max is negative.
-func WaitIncrementing(start, increment, max time.Duration) Wait {
+// WaitIncrementing panics if start or limit is negative.
+func WaitIncrementing(start, increment, limit time.Duration) Wait {
 	checkNonNegative("WaitIncrementing", "start", start)
-	checkNonNegative("WaitIncrementing", "max", max)
-	return Wait{incrementing{first: start, inc: increment, max: max}}
+	checkNonNegative("WaitIncrementing", "limit", limit)
+	return Wait{incrementing{first: start, inc: increment, max: limit}}
 }
 
 type incrementing struct {
@@ -323,17 +324,17 @@ func (w expoJitter) String() string {
 }
 
 // WaitDecorrelatedJitter waits a uniformly random duration between base and
-// three times the previous wait (base for the first), capped at max: the
+// three times the previous wait (base for the first), capped at limit: the
 // "decorrelated jitter" of Marc Brooker's AWS Architecture Blog article on
 // backoff. The previous wait is [State.PrevWait], the pause slept before the
 // attempt that just ended.
 //
-// WaitDecorrelatedJitter panics if base is not positive or max < base.
-func WaitDecorrelatedJitter(base, max time.Duration) Wait {
-	if base <= 0 || max < base {
-		panic(fmt.Sprintf("retries: WaitDecorrelatedJitter(%v, %v): need 0 < base <= max", base, max))
+// WaitDecorrelatedJitter panics if base is not positive or limit < base.
+func WaitDecorrelatedJitter(base, limit time.Duration) Wait {
+	if base <= 0 || limit < base {
+		panic(fmt.Sprintf("retries: WaitDecorrelatedJitter(%v, %v): need 0 < base <= limit", base, limit))
 	}
-	return Wait{decorrelated{base: base, max: max}}
+	return Wait{decorrelated{base: base, max: limit}}
 }
 
 type decorrelated struct {

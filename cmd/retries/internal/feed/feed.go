@@ -96,15 +96,15 @@ func (r Result) Complete() bool { return r.failed == 0 && r.unread.line == 0 }
 
 // Feeder sends operations to a document/v1 endpoint.
 type Feeder struct {
-	cfg              Config
-	base             string // the endpoint without a trailing slash
-	safe, unsafe     *http.Client
-	transport        *http.Transport
-	limiter          *retries.Limiter
-	wire             wireStats
-	out, progressOut *lockedWriter
-	ok, failed, cond atomic.Int64
-	notFound, refuse atomic.Int64
+	cfg                    Config
+	base                   string       // the endpoint without a trailing slash
+	safeOps, unsafeOps     *http.Client // clients for operations safe to repeat or not (retrySafe, retryUnsafe)
+	transport              *http.Transport
+	limiter                *retries.Limiter
+	wire                   wireStats
+	out, progressOut       *lockedWriter
+	ok, failed, condFailed atomic.Int64
+	notFound, refusals     atomic.Int64
 
 	mu      sync.Mutex
 	busy    map[string][]*Operation // per document id: the operations waiting behind the one in flight
@@ -153,7 +153,7 @@ func New(cfg Config) (*Feeder, error) {
 				}
 				// Say why the operation failed: the budget, after this
 				// outcome.
-				f.refuse.Add(1)
+				f.refusals.Add(1)
 				last := s.Err
 				if resp, ok := s.Value.(*http.Response); ok {
 					last = errors.New(resp.Status)
@@ -168,7 +168,7 @@ func New(cfg Config) (*Feeder, error) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
-	f.safe, f.unsafe = outer(retrySafe), outer(retryUnsafe)
+	f.safeOps, f.unsafeOps = outer(retrySafe), outer(retryUnsafe)
 	return f, nil
 }
 
@@ -336,7 +336,7 @@ func (f *Feeder) badInput(res *Result, err error) (goOn bool) {
 func (f *Feeder) settle(res *Result, elapsed time.Duration) {
 	res.elapsed = elapsed
 	res.ok, res.failed = f.ok.Load(), f.failed.Load()
-	res.notFound, res.condFailed, res.refusals = f.notFound.Load(), f.cond.Load(), f.refuse.Load()
+	res.notFound, res.condFailed, res.refusals = f.notFound.Load(), f.condFailed.Load(), f.refusals.Load()
 	res.inFlight = f.wire.inFlight.Load()
 	res.wire, res.Limiter, res.Budget = &f.wire, f.limiter, f.cfg.Budget
 	res.counts = f.snapshot()
@@ -442,9 +442,9 @@ func (f *Feeder) send(ctx context.Context, op *Operation) {
 	if op.body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	client := f.safe
+	client := f.safeOps
 	if !op.safe {
-		client = f.unsafe
+		client = f.unsafeOps
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -462,7 +462,7 @@ func (f *Feeder) send(ctx context.Context, op *Operation) {
 	switch {
 	case resp.StatusCode/100 == 2:
 	case resp.StatusCode == http.StatusPreconditionFailed:
-		f.cond.Add(1) // an answer: the condition was not met
+		f.condFailed.Add(1) // an answer: the condition was not met
 	case resp.StatusCode == http.StatusNotFound && op.kind == Remove:
 		f.notFound.Add(1) // an answer: there was nothing to remove
 	default:
