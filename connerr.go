@@ -29,12 +29,6 @@ import (
 // timeout as a dial that timed out on its own, and the error alone cannot
 // tell them apart: it counts, but Do never retries once the caller's context
 // is done, whatever this function reports.
-//
-// pyvespa's is_connection_error also matches any error whose message
-// contains "connection" or "error sending request"; this one classifies by
-// type with errors.Is and errors.As only, so that an error that merely
-// mentions a connection (a ValueError("Invalid CONNECTION string"), a read
-// timeout from requests' HTTPConnectionPool) is not retried.
 func IsConnectionError(err error) bool {
 	// A flat list of classifications in order of precedence, the
 	// exclusions first.

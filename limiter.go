@@ -65,16 +65,9 @@ type LimiterConfig struct {
 // [WithLimiter], or call [Limiter.Acquire] before each attempt and
 // [Permit.Release] after it.
 //
-// A Limiter starts with 4 attempts in flight and no rate limit, and doubles
-// the in-flight limit every round trip while it binds (slow start).
-// Backpressure turns a rate limit on at the rate the server was seen to
-// admit; after that the rate settles where about 2 % of attempts meet
-// backpressure. Latency rising above its recent minimum (a queue building
-// in the server) holds growth before the server pushes back, and
-// backpressure that appears only above some count in flight (a concurrency
-// wall) caps the in-flight limit just below it. Neither limit grows while
-// it does not bind. The README's "Adaptive limiter" section gives the
-// control law.
+// It starts with 4 attempts in flight and no rate limit, and settles where
+// about 2 % of attempts meet backpressure; the README's "Adaptive limiter"
+// section gives the control law.
 //
 // Calls are served in order (FIFO), and a waiter whose context ends leaves
 // at once with the context's error. The zero Limiter is usable, as

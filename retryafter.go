@@ -20,8 +20,7 @@ import (
 // negative number, and a date that has passed are ignored, and fallback
 // decides. A Retry-After of 0 means no wait.
 //
-// The cap keeps a server, or a proxy in front of it, from making a client
-// sleep for an hour by accident; a value above it waits limit. The wait never
+// A value above limit waits limit. The wait never
 // bypasses the policy's [Stop], which sees it in State.Wait, nor the
 // context's deadline: a Retry-After that would end past it ends the call at
 // once. When fallback asks to give up (a [WaitBackOff] whose BackOff

@@ -19,18 +19,15 @@ import (
 //
 //	client := &http.Client{Transport: retries.NewTransport(nil, retries.DocV1)}
 //
-// pyvespa's document/v1 client, [DocV1] around [Throttle], is two
-// Transports, one around the other. Every outer attempt runs the inner
-// Transport afresh, so a 429, which the inner layer absorbs, never spends
-// one of the outer layer's attempts:
+// Transports nest: pyvespa's document/v1 client is [DocV1] around
+// [Throttle], and each outer attempt runs the inner Transport afresh:
 //
 //	inner := retries.NewTransport(nil, retries.Throttle)
 //	client := &http.Client{Transport: retries.NewTransport(inner, retries.DocV1)}
 //
-// By default every request whose body can be replayed is retried, whatever
-// its method. [Transport.RoundTrip] says how attempts are made, how retried
-// responses are released and what comes back; [WithIdempotentOnly] and
-// [WithAttemptTimeout] are the options.
+// Every request whose body can be replayed is retried, whatever its
+// method, unless [WithIdempotentOnly]; [Transport.RoundTrip] says what
+// comes back.
 //
 // The zero Transport is usable: it sends requests through
 // [http.DefaultTransport] under the zero Policy, so each request is sent
