@@ -113,7 +113,7 @@ func loop[T any](c *call, p *Policy, fn func(context.Context) (T, error), do fun
 		if err == nil {
 			boxed = box(v, c.hasValue)
 			if !p.valueRetry && !c.retried { // a success, and nothing to judge
-				p.shared.report(&c.ticket, boxed, nil, false)
+				p.shared.report(&c.ticket, boxed, nil, false, false)
 				return v, nil
 			}
 		}
@@ -142,6 +142,7 @@ type call struct {
 	w       waiter    // this call's wait, begun at the first retry
 	waitSet bool
 	paced   bool   // a shared object paces the next attempt: no wait of its own
+	outage  bool   // the last attempt failed during an outage: it spends nothing
 	pending any    // a retried value neither released nor handed back yet
 	ticket  ticket // what the shared objects lent the attempt in flight
 }
@@ -154,13 +155,24 @@ func (c *call) admit(p *Policy) (end bool, err error) {
 	if p.before != nil {
 		p.before(c.ctx, State{Attempt: c.st.Attempt, Elapsed: c.since(), Slept: c.st.Slept, PrevWait: c.st.PrevWait})
 	}
-	if err := p.shared.admit(c.ctx, &c.ticket); err != nil {
-		if c.st.Attempt--; c.st.Attempt == 0 {
-			return true, errBeforeStart(c.ctx)
-		}
-		return true, c.ctxEnded(p, nil)
+	refusal, err := p.shared.admit(c.ctx, &c.ticket)
+	if refusal == nil && err == nil {
+		return false, nil
 	}
-	return false, nil
+	c.st.Attempt--
+	first := c.st.Attempt == 0 && c.st.OutageAttempts == 0
+	switch {
+	case err == nil: // refused at once: the breaker is open and fails fast
+		c.settle(p)
+		c.st.Refusal = refusal
+		return true, newRetryError(&c.st, nil, nil)
+	case first && refusal == nil:
+		return true, errBeforeStart(c.ctx)
+	case first:
+		return true, newRetryError(&State{Refusal: refusal}, c.ctx.Err(), context.Cause(c.ctx))
+	}
+	c.st.Refusal = refusal
+	return true, c.ctxEnded(p, nil)
 }
 
 // judge decides on an attempt's outcome, v (nil for an error, or in Do)
@@ -175,9 +187,13 @@ func (c *call) judge(p *Policy, v any, err error) (end bool, _ error) {
 	}
 	retry := c.retried || (err != nil || p.valueRetry) && p.retry.match(v, err)
 	c.retried = false
-	c.paced = p.shared.report(&c.ticket, v, err, retry)
+	c.paced, c.outage = p.shared.report(&c.ticket, v, err, retry, c.ctx.Err() != nil)
 	if !retry {
 		return true, err
+	}
+	if c.outage { // it spends none of the call's attempts
+		c.st.Attempt--
+		c.st.OutageAttempts++
 	}
 	if v != nil && !isNil(v) {
 		c.pending = v
@@ -226,7 +242,7 @@ func (c *call) pause(p *Policy) (end bool, err error) {
 	case deadlineBefore(c.ctx, d):
 		return true, c.ctxEnded(p, context.DeadlineExceeded)
 	}
-	if refusal := p.shared.mayRetry(); refusal != nil {
+	if refusal := p.shared.mayRetry(c.outage); refusal != nil {
 		return true, c.exhausted(p, refusal)
 	}
 	if p.beforeSleep != nil {
@@ -237,7 +253,7 @@ func (c *call) pause(p *Policy) (end bool, err error) {
 	}
 	st.Slept = addSat(st.Slept, d)
 	st.PrevWait = d
-	if refusal := p.shared.retry(); refusal != nil {
+	if refusal := p.shared.retry(c.outage); refusal != nil {
 		return true, c.exhausted(p, refusal)
 	}
 	if c.pending != nil {
@@ -293,7 +309,7 @@ func (c *call) ctxEnded(p *Policy, deadline error) error {
 // when the loop did not keep it current.
 func (c *call) settle(p *Policy) {
 	c.pending = nil
-	if !p.clockEach {
+	if !p.clockEach && !c.start.IsZero() {
 		c.st.Elapsed = time.Since(c.start)
 	}
 }

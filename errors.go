@@ -17,8 +17,12 @@ import (
 // refused a retry, to [ErrBudgetExhausted], so errors.Is and errors.As see
 // all of them. It also records the call's statistics.
 type RetryError struct {
-	// Attempts is the number of attempts made.
+	// Attempts is the number of attempts made, those that failed during an
+	// outage left out.
 	Attempts int
+	// OutageAttempts is the number of attempts that failed while the
+	// policy's [Breaker] was open or half-open.
+	OutageAttempts int
 	// Elapsed is the time from the end of the first attempt to the end of
 	// the call (see State.Elapsed).
 	Elapsed time.Duration
@@ -49,7 +53,7 @@ type RetryError struct {
 // reason the context ended the call, both nil when the policy gave up.
 func newRetryError(st *State, ctxErr, cause error) *RetryError {
 	e := &RetryError{
-		Attempts: st.Attempt, Elapsed: st.Elapsed, Slept: st.Slept,
+		Attempts: st.Attempt, OutageAttempts: st.OutageAttempts, Elapsed: st.Elapsed, Slept: st.Slept,
 		Err: st.Err, Value: st.Value, ContextErr: cause, Refusal: st.Refusal,
 	}
 	if ctxErr != nil && !errors.Is(cause, ctxErr) {
@@ -64,15 +68,19 @@ func newRetryError(st *State, ctxErr, cause error) *RetryError {
 func (e *RetryError) Error() string {
 	var b []byte
 	b = append(b, "retries: "...)
+	none := e.Attempts == 0 && e.OutageAttempts == 0
 	switch {
 	case e.ContextErr != nil:
 		b = append(b, e.ContextErr.Error()...)
-		if e.Attempts == 0 {
+		if none {
 			return string(append(b, " before the first attempt"...))
 		}
 		b = append(b, " after "...)
 	case e.Refusal != nil:
 		b = append(b, strings.TrimPrefix(e.Refusal.Error(), "retries: ")...)
+		if none {
+			return string(append(b, " before the first attempt"...))
+		}
 		b = append(b, " after "...)
 	default:
 		b = append(b, "giving up after "...)
@@ -81,6 +89,11 @@ func (e *RetryError) Error() string {
 	b = append(b, " attempt"...)
 	if e.Attempts != 1 {
 		b = append(b, 's')
+	}
+	if e.OutageAttempts > 0 {
+		b = append(b, " and "...)
+		b = strconv.AppendInt(b, int64(e.OutageAttempts), 10)
+		b = append(b, " during an outage"...)
 	}
 	switch {
 	case e.Err != nil:

@@ -65,6 +65,10 @@ type State struct {
 	// PrevWait is the pause slept before the attempt that just ended; 0
 	// after the first attempt.
 	PrevWait time.Duration
+	// OutageAttempts is the number of attempts that failed while the
+	// policy's [Breaker] was open or half-open. They are not counted in
+	// Attempt, so that an outage spends none of the call's attempts.
+	OutageAttempts int
 	// Refusal is why the policy gave up before its Stop did, for the
 	// exhaustion callback: [ErrBudgetExhausted] when the policy's [Budget]
 	// refused the next retry. It is nil otherwise.
@@ -204,6 +208,9 @@ func (p Policy) String() string {
 	}
 	if p.shared.budget != nil {
 		fmt.Fprintf(&b, ", budget: NewBudget(%g, %g)", p.shared.budget.ratio, p.shared.budget.minPerSecond)
+	}
+	if p.shared.breaker != nil {
+		b.WriteString(", breaker")
 	}
 	if p.shared.limiter != nil {
 		b.WriteString(", limiter")

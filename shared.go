@@ -3,14 +3,15 @@ package retries
 import "context"
 
 // shared holds the objects that a policy and its copies share with every
-// other call that uses them: a [Budget] and a [Limiter]. Each owns its
-// synchronisation. This is the one place the call loop consults them, at
-// five points of a call:
+// other call that uses them: a [Budget], a [Breaker] and a [Limiter]. Each
+// owns its synchronisation. This is the one place the call loop consults
+// them, at five points of a call:
 //
 //   - start: a call begins (the budget earns a deposit);
-//   - admit: an attempt is about to start (the limiter paces it);
-//   - report: the attempt ended, and the predicate judged it (the limiter
-//     learns from its outcome);
+//   - admit: an attempt is about to start (the breaker lets it through or
+//     holds it, then the limiter paces it);
+//   - report: the attempt ended, and the predicate judged it (the breaker
+//     and the limiter learn from its outcome);
 //   - mayRetry: a retry is decided, before its wait (the budget may refuse);
 //   - retry: the wait is over and the retry starts (the budget pays for it).
 //
@@ -18,13 +19,17 @@ import "context"
 // the loop.
 type shared struct {
 	budget  *Budget
+	breaker *Breaker
 	limiter *Limiter
 }
 
 // ticket is what the shared objects lend one attempt, to be handed back
-// with its outcome: a limiter's permit.
+// with its outcome: a limiter's permit, and whether the breaker let it
+// through as a probe.
 type ticket struct {
-	permit Permit
+	permit  Permit
+	breaker bool // the breaker admitted the attempt
+	probe   bool
 }
 
 // start is called once per call, before its first attempt.
@@ -36,26 +41,74 @@ func (s *shared) start() {
 
 // admits reports whether attempts must be admitted, and so may hold a
 // ticket that a panic must not leak.
-func (s *shared) admits() bool { return s.limiter != nil }
+func (s *shared) admits() bool { return s.limiter != nil || s.breaker != nil }
 
-// admit waits until an attempt may start, and sets its ticket in t; the
-// error is ctx's when ctx ends first.
-func (s *shared) admit(ctx context.Context, t *ticket) (err error) {
-	if s.limiter != nil {
-		t.permit, err = s.limiter.Acquire(ctx)
+// admit waits until an attempt may start, and sets its ticket in t. The
+// refusal is ErrBreakerOpen when the breaker refused the attempt (err nil)
+// or held it until ctx ended; err is ctx's error when ctx ended first.
+func (s *shared) admit(ctx context.Context, t *ticket) (refusal, err error) {
+	if b := s.breaker; b != nil {
+		probe, berr := b.admit(ctx.Done())
+		switch berr {
+		case nil:
+			t.breaker, t.probe = true, probe
+		case errBreakerWait:
+			return ErrBreakerOpen, ctx.Err()
+		default:
+			return berr, nil
+		}
 	}
-	return err
+	if s.limiter != nil {
+		if t.permit, err = s.limiter.Acquire(ctx); err != nil {
+			s.drop(t)
+			return nil, err
+		}
+	}
+	return nil, nil
 }
 
 // report hands back t with the outcome of its attempt: the value (nil for
-// an error, or in Do), the error, and whether the predicate retried it. It
-// reports whether the next attempt is paced by a shared object, so that
-// the call need not wait on its own.
-func (s *shared) report(t *ticket, v any, err error, retried bool) (paced bool) {
-	if t.permit.l == nil {
-		return false
+// an error, or in Do), the error, whether the predicate retried it, and
+// whether the call's context had ended. It reports whether the next
+// attempt is paced by a shared object, so that the call need not wait on
+// its own, and whether the attempt failed during an outage, so that it
+// spends none of the call's attempts.
+func (s *shared) report(t *ticket, v any, err error, retried, ctxDone bool) (paced, outage bool) {
+	if t.breaker {
+		outage = s.breaker.report(t.probe, breakerJudge(v, err, retried, ctxDone, s.limiter))
+		t.breaker, t.probe = false, false
 	}
-	return s.reportPermit(t, v, err, retried)
+	if t.permit.l != nil {
+		paced = s.reportPermit(t, v, err, retried)
+	}
+	return paced || outage, outage
+}
+
+// breakerJudge is what an outcome tells a Breaker: backpressure and an
+// ended context tell nothing, a retried outcome or a 5xx is a failure, any
+// other answer a success, and an error that is neither retried nor a
+// status tells nothing.
+func breakerJudge(v any, err error, retried, ctxDone bool, l *Limiter) breakerOutcome {
+	backpressure := defaultBackpressure
+	if l != nil {
+		backpressure = l.backpressure
+	}
+	switch {
+	case ctxDone, backpressure(v, err):
+		return breakerNeutral
+	case retried:
+		return breakerFailure
+	}
+	if code, ok := statusOf(v, err); ok {
+		if code >= 500 && code <= 599 {
+			return breakerFailure
+		}
+		return breakerSuccess
+	}
+	if err != nil {
+		return breakerNeutral
+	}
+	return breakerSuccess
 }
 
 func (s *shared) reportPermit(t *ticket, v any, err error, retried bool) (paced bool) {
@@ -78,6 +131,10 @@ func (s *shared) reportPermit(t *ticket, v any, err error, retried bool) (paced 
 // drop hands back t with no outcome to learn from: the attempt's error was
 // permanent, or a panic unwinds the call.
 func (s *shared) drop(t *ticket) {
+	if t.breaker {
+		s.breaker.report(t.probe, breakerNeutral)
+		t.breaker, t.probe = false, false
+	}
 	if t.permit.l != nil {
 		t.permit.Release(SignalIgnore)
 		t.permit = Permit{}
@@ -85,18 +142,19 @@ func (s *shared) drop(t *ticket) {
 }
 
 // mayRetry returns why a retry that has been decided may not happen
-// ([ErrBudgetExhausted]), or nil.
-func (s *shared) mayRetry() error {
-	if s.budget != nil && !s.budget.allows() {
+// ([ErrBudgetExhausted]), or nil. A retry after an outage's failure is
+// free.
+func (s *shared) mayRetry(outage bool) error {
+	if s.budget != nil && !outage && !s.budget.allows() {
 		return ErrBudgetExhausted
 	}
 	return nil
 }
 
 // retry pays for a retry once its wait is over, or returns why it may not
-// happen after all.
-func (s *shared) retry() error {
-	if s.budget != nil && !s.budget.withdraw() {
+// happen after all. A retry after an outage's failure is free.
+func (s *shared) retry(outage bool) error {
+	if s.budget != nil && !outage && !s.budget.withdraw() {
 		return ErrBudgetExhausted
 	}
 	return nil

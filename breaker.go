@@ -1,0 +1,310 @@
+package retries
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ErrBreakerOpen is matched (with [errors.Is]) by the error of a call that
+// met an open [Breaker]: at once with [BreakerConfig.FailFast], or when its
+// context ended while it waited for the breaker.
+var ErrBreakerOpen = errors.New("retries: circuit breaker open")
+
+// BreakerState is the state of a [Breaker].
+type BreakerState uint8
+
+const (
+	// BreakerClosed lets every attempt through.
+	BreakerClosed BreakerState = iota
+	// BreakerHalfOpen lets one probe through at a time.
+	BreakerHalfOpen
+	// BreakerOpen lets no attempt through until the next probe is due.
+	BreakerOpen
+)
+
+func (s BreakerState) String() string {
+	switch s {
+	case BreakerClosed:
+		return "closed"
+	case BreakerHalfOpen:
+		return "half-open"
+	case BreakerOpen:
+		return "open"
+	}
+	return fmt.Sprintf("BreakerState(%d)", uint8(s))
+}
+
+// BreakerConfig configures a [Breaker]. Its zero value is a good default.
+type BreakerConfig struct {
+	// FailFast makes a call that meets the open breaker end at once with an
+	// error matching [ErrBreakerOpen]. By default the call waits until the
+	// breaker lets it through, or its context ends.
+	FailFast bool
+	// MaxProbeInterval caps the time between probes, which doubles from
+	// 50 ms while probes fail; a recovery is seen within about this long.
+	// 0 means 1 s.
+	MaxProbeInterval time.Duration
+}
+
+// Breaker stops attempts to a server that has gone away, and lets them
+// through again once it answers. [WithBreaker] attaches it to a policy.
+//
+// It opens when failures dominate the recent outcomes: breakerOpenAt of the
+// last breakerWindow attempts, or breakerStreak failures in a row with no
+// success for a second. A failure is a retried outcome that is not
+// backpressure, or a 5xx that is not retried; a success is any other
+// answer (a 404, a 412); backpressure, a non-status error that is not
+// retried and an attempt whose context ended are neither. While it is
+// open, it lets one attempt through as a probe each interval; a probe
+// that fails doubles the interval, up to MaxProbeInterval, and any success
+// closes the breaker.
+//
+// A Breaker is safe for concurrent use by multiple goroutines; share one
+// per server, and do not copy it.
+type Breaker struct {
+	cfg BreakerConfig
+
+	mu          sync.Mutex
+	state       BreakerState
+	recent      [breakerWindow]bool // the last outcomes, true for a failure
+	next        int                 // where the next outcome goes in recent
+	seen        int                 // outcomes in recent, up to breakerWindow
+	failures    int                 // failures in recent
+	streak      int                 // failures since the last success
+	lastSuccess time.Time
+	interval    time.Duration // between probes, while open
+	probeAt     time.Time     // when the next probe may go
+	probing     bool          // a probe is in flight
+	wake        chan struct{} // closed when the waiters should look again
+	timer       *time.Timer   // closes wake when the next probe is due
+
+	opened              int64
+	openSince           time.Time
+	openFor             time.Duration
+	successes, fails    int64
+	probes, outageFails int64
+}
+
+const (
+	breakerWindow    = 20
+	breakerOpenAt    = 15
+	breakerStreak    = 5
+	breakerQuiet     = time.Second
+	breakerFirstWait = 50 * time.Millisecond
+	breakerMaxWait   = time.Second
+)
+
+// NewBreaker returns a closed Breaker configured by c.
+//
+// NewBreaker panics if c.MaxProbeInterval is negative.
+func NewBreaker(c BreakerConfig) *Breaker {
+	checkNonNegative("NewBreaker", "MaxProbeInterval", c.MaxProbeInterval)
+	if c.MaxProbeInterval == 0 {
+		c.MaxProbeInterval = breakerMaxWait
+	}
+	return &Breaker{cfg: c}
+}
+
+// State returns the breaker's state.
+func (b *Breaker) State() BreakerState {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state
+}
+
+// BreakerStats is a snapshot of a [Breaker].
+type BreakerStats struct {
+	State BreakerState
+	// Opened is the number of times the breaker opened; OpenFor the time
+	// it has spent open or half-open, the current spell included.
+	Opened  int64
+	OpenFor time.Duration
+	// Successes and Failures count the outcomes it judged; Probes the
+	// attempts it let through while open; OutageFailures the failures
+	// while it was open or half-open, which spend no call's attempts.
+	Successes, Failures, Probes, OutageFailures int64
+}
+
+// Stats returns a snapshot of b.
+func (b *Breaker) Stats() BreakerStats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	openFor := b.openFor
+	if b.state != BreakerClosed {
+		openFor += time.Since(b.openSince)
+	}
+	return BreakerStats{
+		State: b.state, Opened: b.opened, OpenFor: openFor,
+		Successes: b.successes, Failures: b.fails, Probes: b.probes, OutageFailures: b.outageFails,
+	}
+}
+
+// String describes b's state, as in "Breaker(open, opened 2 times, open
+// for 8.1s; 7400 ok, 151 failed, 12 probes)".
+func (b *Breaker) String() string {
+	s := b.Stats()
+	return fmt.Sprintf("Breaker(%v, opened %d times, open for %v; %d ok, %d failed, %d probes)",
+		s.State, s.Opened, s.OpenFor.Round(100*time.Millisecond), s.Successes, s.Failures, s.Probes)
+}
+
+// admit waits until the breaker lets an attempt through, and reports
+// whether the attempt is a probe. It returns ErrBreakerOpen at once when
+// the breaker is open and FailFast is set, and ctx's error when ctx ends
+// while the call waits.
+func (b *Breaker) admit(done <-chan struct{}) (probe bool, err error) {
+	for {
+		b.mu.Lock()
+		if b.state == BreakerClosed {
+			b.mu.Unlock()
+			return false, nil
+		}
+		if !b.probing && !time.Now().Before(b.probeAt) {
+			b.probing, b.state = true, BreakerHalfOpen
+			b.probes++
+			b.mu.Unlock()
+			return true, nil
+		}
+		if b.cfg.FailFast {
+			b.mu.Unlock()
+			return false, ErrBreakerOpen
+		}
+		if b.wake == nil {
+			b.wake = make(chan struct{})
+		}
+		wake := b.wake
+		b.mu.Unlock()
+		select {
+		case <-wake:
+		case <-done:
+			return false, errBreakerWait
+		}
+	}
+}
+
+// errBreakerWait marks a wait for the breaker that the context ended.
+var errBreakerWait = errors.New("retries: waiting for the circuit breaker")
+
+// breakerOutcome is what an attempt's outcome tells a Breaker.
+type breakerOutcome uint8
+
+const (
+	breakerNeutral breakerOutcome = iota
+	breakerSuccess
+	breakerFailure
+)
+
+// report records the outcome of an attempt admitted by b, and reports
+// whether it was a failure during an outage (the breaker open or
+// half-open), which spends none of the call's attempts.
+func (b *Breaker) report(probe bool, o breakerOutcome) (outage bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	if probe {
+		b.probing = false
+	}
+	switch o {
+	case breakerSuccess:
+		b.successes++
+		b.record(false)
+		b.streak, b.lastSuccess = 0, now
+		if b.state != BreakerClosed {
+			b.close(now)
+		}
+	case breakerFailure:
+		b.fails++
+		b.record(true)
+		b.streak++
+		switch {
+		case b.state == BreakerClosed && b.failing(now):
+			b.open(now, breakerFirstWait)
+		case probe:
+			b.open(now, min(2*b.interval, b.cfg.MaxProbeInterval))
+		}
+		if b.state != BreakerClosed {
+			b.outageFails++
+			return true
+		}
+	default:
+		if probe {
+			b.wakeWaiters() // inconclusive: let another probe go
+		}
+	}
+	return false
+}
+
+// record puts an outcome in the window of recent ones.
+func (b *Breaker) record(failed bool) {
+	if b.seen == breakerWindow && b.recent[b.next] {
+		b.failures--
+	}
+	b.recent[b.next] = failed
+	if failed {
+		b.failures++
+	}
+	b.next = (b.next + 1) % breakerWindow
+	b.seen = min(b.seen+1, breakerWindow)
+}
+
+// failing reports whether failures dominate the recent outcomes.
+func (b *Breaker) failing(now time.Time) bool {
+	return b.failures >= breakerOpenAt ||
+		b.streak >= breakerStreak && now.Sub(b.lastSuccess) >= breakerQuiet
+}
+
+// open opens the breaker, or keeps it open, with the next probe due after
+// interval. b.mu is held.
+func (b *Breaker) open(now time.Time, interval time.Duration) {
+	if b.state == BreakerClosed {
+		b.opened++
+		b.openSince = now
+	}
+	b.state = BreakerOpen
+	b.interval = interval
+	b.probeAt = now.Add(interval)
+	if b.timer == nil {
+		b.timer = time.AfterFunc(interval, b.probeDue)
+	} else {
+		b.timer.Reset(interval)
+	}
+}
+
+// probeDue wakes the waiters when a probe may go.
+func (b *Breaker) probeDue() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state != BreakerClosed {
+		b.wakeWaiters()
+	}
+}
+
+// close closes the breaker and lets every waiter through. b.mu is held.
+func (b *Breaker) close(now time.Time) {
+	b.state = BreakerClosed
+	b.openFor += now.Sub(b.openSince)
+	b.failures, b.seen, b.next, b.recent = 0, 0, 0, [breakerWindow]bool{}
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	b.wakeWaiters()
+}
+
+// wakeWaiters makes every waiting call look at the breaker again. b.mu is
+// held.
+func (b *Breaker) wakeWaiters() {
+	if b.wake != nil {
+		close(b.wake)
+		b.wake = nil
+	}
+}
+
+// WithBreaker attaches b to the policy: every attempt passes b first, and
+// its outcome tells b whether the server is there. An attempt that fails
+// while b is open or half-open does not count against the policy's
+// [Stop] or its [Budget], and the policy does not wait after it (b paces
+// the next one); State.OutageAttempts counts them. Put b on the layer that
+// reaches the server, beside a [Limiter]. Copies share b; a nil b removes
+// it. None of the seven policies has one.
+func WithBreaker(b *Breaker) Option { return func(p *Policy) { p.shared.breaker = b } }

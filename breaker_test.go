@@ -1,0 +1,324 @@
+package retries_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/seed32e55400/retries"
+)
+
+var errDown = errors.New("connection refused (the server is down)")
+
+// outageServer fails every attempt that starts in [from, to) after 1 ms,
+// and succeeds after 1 ms otherwise. It counts the attempts that start in
+// the outage and the most of them in flight at once.
+type outageServer struct {
+	from, to time.Time
+	inOutage atomic.Int64
+	inFlight atomic.Int64
+	maxAfter atomic.Int64 // most attempts in flight at once that began after from+settle
+	settle   time.Duration
+}
+
+func (s *outageServer) call(context.Context) error {
+	now := time.Now()
+	if now.Before(s.from) || !now.Before(s.to) {
+		time.Sleep(time.Millisecond)
+		return nil
+	}
+	s.inOutage.Add(1)
+	n := s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	if !now.Before(s.from.Add(s.settle)) {
+		for {
+			m := s.maxAfter.Load()
+			if n <= m || s.maxAfter.CompareAndSwap(m, n) {
+				break
+			}
+		}
+	}
+	time.Sleep(time.Millisecond)
+	return errDown
+}
+
+// TestBreakerWaitsOutAnOutage: 32 goroutines call DocV1 with a breaker
+// through an 8 s outage, far longer than DocV1's 3 attempts. No call fails,
+// few attempts reach the server while it is down, one at a time once the
+// breaker has opened, and the calls go on soon after it recovers.
+func TestBreakerWaitsOutAnOutage(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		srv := &outageServer{from: start.Add(time.Second), to: start.Add(9 * time.Second), settle: 10 * time.Millisecond}
+		b := retries.NewBreaker(retries.BreakerConfig{})
+		p := retries.DocV1.Copy(retries.WithBreaker(b))
+		var (
+			wg       sync.WaitGroup
+			failed atomic.Int64
+			outage atomic.Int64 // attempts that outages took, over all calls
+		)
+		for range 32 {
+			wg.Go(func() {
+				var st retries.State // the call's state after its last retried attempt
+				pp := p.Copy(retries.WithAfter(func(_ context.Context, s retries.State) { st = s }))
+				for time.Since(start) < 11*time.Second {
+					st = retries.State{}
+					err := pp.Do(t.Context(), srv.call)
+					if err != nil {
+						failed.Add(1)
+						t.Errorf("call failed: %v", err)
+					}
+					outage.Add(int64(st.OutageAttempts))
+				}
+			})
+		}
+		wg.Wait()
+		if n := srv.inOutage.Load(); n > 100 {
+			t.Errorf("%d attempts reached the server while it was down, want at most 100", n)
+		}
+		if m := srv.maxAfter.Load(); m > 1 {
+			t.Errorf("%d attempts at once during the outage once the breaker had opened, want 1 (one probe)", m)
+		}
+		if outage.Load() == 0 {
+			t.Error("no attempt was counted as the outage's")
+		}
+		s := b.Stats()
+		if s.Opened != 1 || s.State != retries.BreakerClosed || s.Probes == 0 {
+			t.Errorf("Stats() = %+v, want opened once, closed again, with probes", s)
+		}
+		if s.OpenFor < 8*time.Second || s.OpenFor > 9*time.Second+50*time.Millisecond {
+			t.Errorf("open for %v, want the 8 s outage and at most a probe interval more", s.OpenFor)
+		}
+	})
+}
+
+// TestBreakerRecoversWithinAProbeInterval: after a long outage the
+// interval between probes is capped, so the calls resume within about
+// MaxProbeInterval of the recovery.
+func TestBreakerRecoversWithinAProbeInterval(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		srv := &outageServer{from: start, to: start.Add(10 * time.Second)}
+		b := retries.NewBreaker(retries.BreakerConfig{MaxProbeInterval: 500 * time.Millisecond})
+		p := retries.Query.Copy(retries.WithWait(retries.WaitNone()), retries.WithStop(retries.StopAfterAttempt(10)), retries.WithBreaker(b))
+		if err := p.Do(t.Context(), srv.call); err != nil {
+			t.Fatalf("Do() = %v, want the call to wait the outage out", err)
+		}
+		if took := time.Since(start); took < 10*time.Second || took > 10*time.Second+550*time.Millisecond {
+			t.Errorf("the call ended %v after the start, want within 500 ms of the recovery at 10 s", took)
+		}
+		// About 10 s / 500 ms probes once the interval reached its cap.
+		if n := srv.inOutage.Load(); n > 40 {
+			t.Errorf("%d attempts during a 10 s outage, want a probe every 500 ms at most", n)
+		}
+	})
+}
+
+// openBreaker returns a Breaker opened by failures.
+func openBreaker(t *testing.T, c retries.BreakerConfig) *retries.Breaker {
+	t.Helper()
+	b := retries.NewBreaker(c)
+	p := retries.New(retries.WithBreaker(b))
+	for b.State() != retries.BreakerOpen {
+		_ = p.Do(t.Context(), func(context.Context) error { return errDown })
+	}
+	return b
+}
+
+func TestBreakerFailFast(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := openBreaker(t, retries.BreakerConfig{FailFast: true})
+		called := false
+		err := retries.New(retries.WithBreaker(b)).Do(t.Context(), func(context.Context) error { called = true; return nil })
+		var re *retries.RetryError
+		if called || !errors.Is(err, retries.ErrBreakerOpen) || !errors.As(err, &re) || re.Attempts != 0 {
+			t.Errorf("Do() = %v (called %v), want ErrBreakerOpen at once, with no attempt", err, called)
+		}
+		if want := "retries: circuit breaker open before the first attempt"; err == nil || err.Error() != want {
+			t.Errorf("error = %q, want %q", err, want)
+		}
+		// A call whose first attempt went through before the breaker
+		// opened keeps its last error too.
+		b2 := retries.NewBreaker(retries.BreakerConfig{FailFast: true})
+		p := retries.New(retries.WithStop(retries.StopAfterAttempt(100)), retries.WithBreaker(b2))
+		err = p.Do(t.Context(), func(context.Context) error { return errDown })
+		if !errors.Is(err, retries.ErrBreakerOpen) || !errors.Is(err, errDown) {
+			t.Errorf("Do() = %v, want it to match ErrBreakerOpen and the last error", err)
+		}
+	})
+}
+
+// TestBreakerTransientFailures: one failure in ten, under 64 goroutines,
+// never opens the breaker.
+func TestBreakerTransientFailures(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := retries.NewBreaker(retries.BreakerConfig{})
+		p := retries.New(retries.WithStop(retries.StopAfterAttempt(5)), retries.WithBreaker(b))
+		var n atomic.Int64
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Go(func() {
+				for range 200 {
+					_ = p.Do(t.Context(), func(context.Context) error {
+						time.Sleep(time.Millisecond)
+						if n.Add(1)%10 == 0 {
+							return errDown
+						}
+						return nil
+					})
+				}
+			})
+		}
+		wg.Wait()
+		if s := b.Stats(); s.Opened != 0 || s.Failures == 0 {
+			t.Errorf("Stats() = %+v, want failures and never opened", s)
+		}
+	})
+}
+
+// TestBreakerIgnoresAnswers: 429s and 404s are answers, never failures.
+func TestBreakerIgnoresAnswers(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := retries.NewBreaker(retries.BreakerConfig{})
+		throttle := retries.Throttle.Copy(retries.WithWait(retries.WaitNone()), retries.WithStop(retries.StopAfterAttempt(3)), retries.WithBreaker(b))
+		for i := range 100 {
+			code := http.StatusTooManyRequests
+			if i%2 == 0 {
+				code = http.StatusNotFound
+			}
+			resp, _ := retries.DoValue(t.Context(), throttle, func(context.Context) (*http.Response, error) {
+				r, _ := response(code, "")
+				return r, nil
+			})
+			resp.Body.Close()
+		}
+		if s := b.Stats(); s.Opened != 0 || s.Failures != 0 || s.Successes == 0 {
+			t.Errorf("Stats() = %+v, want 404s counted as successes, 429s as nothing, never opened", s)
+		}
+	})
+}
+
+// TestBreakerWaitEndsWithContext: a call that waits for an open breaker
+// ends with its context, with an error matching both.
+func TestBreakerWaitEndsWithContext(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := openBreaker(t, retries.BreakerConfig{})
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond) // before the first probe, at 50 ms
+		defer cancel()
+		err := retries.New(retries.WithBreaker(b)).Do(ctx, func(context.Context) error { return nil })
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, retries.ErrBreakerOpen) {
+			t.Errorf("Do() = %v, want it to match context.DeadlineExceeded and ErrBreakerOpen", err)
+		}
+		if s := b.Stats(); s.Probes != 0 {
+			t.Errorf("probes = %d, want 0: the call ended before one was due", s.Probes)
+		}
+	})
+}
+
+// TestBreakerShared: copies of a policy share its breaker, and a nil one
+// removes it.
+func TestBreakerShared(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := retries.NewBreaker(retries.BreakerConfig{FailFast: true})
+		p := retries.New(retries.WithBreaker(b))
+		q := p.Copy(retries.WithStop(retries.StopAfterAttempt(2)))
+		for b.State() != retries.BreakerOpen {
+			_ = q.Do(t.Context(), func(context.Context) error { return errDown })
+		}
+		if err := p.Do(t.Context(), func(context.Context) error { return nil }); !errors.Is(err, retries.ErrBreakerOpen) {
+			t.Errorf("p.Do() = %v, want the copy's breaker open for p too", err)
+		}
+		if err := p.Copy(retries.WithBreaker(nil)).Do(t.Context(), func(context.Context) error { return nil }); err != nil {
+			t.Errorf("without the breaker, Do() = %v, want nil", err)
+		}
+		for _, pol := range []retries.Policy{retries.Query, retries.DocV1, retries.Throttle, retries.SyncRequest,
+			retries.Visit, retries.ControlPlane, retries.URLValidation} {
+			if s := pol.String(); strings.Contains(s, "breaker") {
+				t.Errorf("%s has a breaker", s)
+			}
+		}
+	})
+}
+
+// TestBreakerThroughTransport: a server that answers 503 for 5 s, behind
+// DocV1 with a breaker, loses no request.
+func TestBreakerThroughTransport(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var during atomic.Int64
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			time.Sleep(time.Millisecond)
+			code := http.StatusOK
+			if since := time.Since(start); since >= 100*time.Millisecond && since < 5100*time.Millisecond {
+				code = http.StatusServiceUnavailable
+				during.Add(1)
+			}
+			r, _ := response(code, "")
+			return r, nil
+		})
+		b := retries.NewBreaker(retries.BreakerConfig{})
+		client := &http.Client{Transport: retries.NewTransport(base, retries.DocV1.Copy(retries.WithBreaker(b)))}
+		var wg sync.WaitGroup
+		var failed atomic.Int64
+		for range 16 {
+			wg.Go(func() {
+				for time.Since(start) < 6*time.Second {
+					req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, "http://vespa/document/v1/x", nil)
+					resp, err := client.Do(req)
+					if err != nil || resp.StatusCode != http.StatusOK {
+						failed.Add(1)
+						if err == nil {
+							resp.Body.Close()
+						}
+						continue
+					}
+					resp.Body.Close()
+				}
+			})
+		}
+		wg.Wait()
+		if n := failed.Load(); n != 0 {
+			t.Errorf("%d requests failed, want 0", n)
+		}
+		if n := during.Load(); n > 100 {
+			t.Errorf("%d requests answered 503, want at most 100", n)
+		}
+	})
+}
+
+// roundTripFunc is an http.RoundTripper made of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestBreakerFirstTryAllocatesNothing(t *testing.T) {
+	p := retries.New(retries.WithBreaker(retries.NewBreaker(retries.BreakerConfig{})))
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(100, func() { _ = p.Do(ctx, func(context.Context) error { return nil }) }); n != 0 {
+		t.Errorf("%v allocations per first-try success, want 0", n)
+	}
+}
+
+func TestBreakerStateString(t *testing.T) {
+	for s, want := range map[retries.BreakerState]string{
+		retries.BreakerClosed: "closed", retries.BreakerHalfOpen: "half-open", retries.BreakerOpen: "open", 7: "BreakerState(7)",
+	} {
+		if got := s.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", s, got, want)
+		}
+	}
+}
