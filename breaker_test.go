@@ -60,7 +60,7 @@ func TestBreakerWaitsOutAnOutage(t *testing.T) {
 		b := retries.NewBreaker(retries.BreakerConfig{})
 		p := retries.DocV1.Copy(retries.WithBreaker(b))
 		var (
-			wg       sync.WaitGroup
+			wg     sync.WaitGroup
 			failed atomic.Int64
 			outage atomic.Int64 // attempts that outages took, over all calls
 		)
