@@ -24,6 +24,7 @@ const (
 	BreakerOpen
 )
 
+// String returns the state's name, as in "half-open".
 func (s BreakerState) String() string {
 	switch s {
 	case BreakerClosed:

@@ -142,3 +142,22 @@ func ExamplePolicy_Do_deadline() {
 	fmt.Println(attempts, errors.Is(err, context.DeadlineExceeded), errors.Is(err, errDown))
 	// Output: 2 true true
 }
+
+// A Breaker that fails fast ends calls at once while the server is down;
+// without FailFast they would wait for it to come back.
+func ExampleWithBreaker() {
+	b := retries.NewBreaker(retries.BreakerConfig{FailFast: true})
+	p := retries.New(retries.WithBreaker(b))
+	down := errors.New("connection refused")
+	for b.State() != retries.BreakerOpen {
+		_ = p.Do(context.Background(), func(context.Context) error { return down })
+	}
+	err := p.Do(context.Background(), func(context.Context) error { return nil })
+	fmt.Println(b.State())
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, retries.ErrBreakerOpen))
+	// Output:
+	// open
+	// retries: circuit breaker open before the first attempt
+	// true
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -32,18 +33,23 @@ func (h ctxHandler) Handle(ctx context.Context, r slog.Record) error {
 	return nil
 }
 
+// textLogger logs text to w without the time, so that tests can compare it.
+func textLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+}
+
 func TestLogRetries(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var buf bytes.Buffer
-		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
-			ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-				if a.Key == slog.TimeKey {
-					return slog.Attr{}
-				}
-				return a
-			},
-		}))
+		logger := textLogger(&buf)
 		p := retries.DocV1.Copy(retries.WithBeforeSleep(retries.LogRetries(logger, slog.LevelWarn)))
 		_, _, _ = runValue(t, t.Context(), p, statusSeq(503, 200))
 		_ = p.Do(t.Context(), func(context.Context) error { return errBoom })
@@ -110,14 +116,7 @@ func TestLogRetriesNamesTheRequest(t *testing.T) {
 	t.Parallel()
 	srv := tpServe(t, tpStatuses(503, 200))
 	var buf bytes.Buffer
-	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
-		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey {
-				return slog.Attr{}
-			}
-			return a
-		},
-	}))
+	logger := textLogger(&buf)
 	p := retries.Query.Copy(tpNoWait, retries.WithRetry(retries.RetryIfStatus(503)),
 		retries.WithBeforeSleep(retries.LogRetries(logger, slog.LevelInfo)))
 	u := strings.Replace(srv.URL, "http://", "http://admin:s3cret@", 1) + "/doc"

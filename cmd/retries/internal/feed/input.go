@@ -20,6 +20,8 @@ const (
 	Remove             // DELETE
 )
 
+// String returns the operation's name in the feed format: "put", "update"
+// or "remove".
 func (k Kind) String() string { return [...]string{"put", "update", "remove"}[k] }
 
 // method is the document/v1 HTTP method of k.
