@@ -111,3 +111,18 @@ func BenchmarkFailFailSucceed(b *testing.B) {
 	b.Run("impl=backoff_v4", func(b *testing.B) { benchBackoff(b, 3) })
 	b.Run("impl=retries", func(b *testing.B) { benchDo(b, retries.New(retries.WithStop(retries.StopAfterAttempt(3))), 3) })
 }
+
+// BenchmarkDoBreaker compares Policy.Do with and without a closed breaker:
+// a first-try success, and fail, fail, succeed.
+func BenchmarkDoBreaker(b *testing.B) {
+	p := retries.New(retries.WithStop(retries.StopAfterAttempt(3)))
+	for _, c := range []struct {
+		name      string
+		succeedOn int
+	}{{"first_try", 1}, {"fail_fail_succeed", 3}} {
+		b.Run("call="+c.name+"/breaker=none", func(b *testing.B) { benchDo(b, p, c.succeedOn) })
+		b.Run("call="+c.name+"/breaker=yes", func(b *testing.B) {
+			benchDo(b, p.Copy(retries.WithBreaker(retries.NewBreaker(retries.BreakerConfig{}))), c.succeedOn)
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -44,17 +45,24 @@ type BreakerConfig struct {
 	// breaker lets it through, or its context ends.
 	FailFast bool
 	// MaxProbeInterval caps the time between probes, which doubles from
-	// 50 ms while probes fail; a recovery is seen within about this long.
+	// 50 ms (or MaxProbeInterval if less) while probes fail; a recovery is
+	// seen within about this long.
 	// 0 means 1 s.
 	MaxProbeInterval time.Duration
+	// OnStateChange, if not nil, is called at each change of state, with
+	// the state before and after, one call at a time and in the order the
+	// changes happened. It runs outside the breaker's lock, on the
+	// goroutine whose attempt made the change, so it may read the breaker's
+	// State and Stats, but must not make calls through it.
+	OnStateChange func(from, to BreakerState)
 }
 
 // Breaker stops attempts to a server that has gone away, and lets them
 // through again once it answers. [WithBreaker] attaches it to a policy.
 //
 // It opens when failures dominate the recent outcomes: breakerOpenAt of the
-// last breakerWindow attempts, or breakerStreak failures in a row with no
-// success for a second. A failure is a retried outcome that is not
+// last breakerWindow attempts, or breakerStreak failures in a row over at
+// least a second (or with no success ever). A failure is a retried outcome that is not
 // backpressure, or a 5xx that is not retried; a success is any other
 // answer (a 404, a 412); backpressure, a non-status error that is not
 // retried and an attempt whose context ended are neither. While it is
@@ -67,14 +75,21 @@ type BreakerConfig struct {
 type Breaker struct {
 	cfg BreakerConfig
 
+	// The lock-free paths read these: closed while the state is closed,
+	// healthy while it is closed with no failure among the recent outcomes
+	// (so that a success changes nothing but a count, in fastOK).
+	closed, healthy atomic.Bool
+	fastOK          atomic.Int64
+
 	mu          sync.Mutex
+	notify      sync.Mutex // held while OnStateChange runs, taken before mu is released
 	state       BreakerState
 	recent      [breakerWindow]bool // the last outcomes, true for a failure
 	next        int                 // where the next outcome goes in recent
 	seen        int                 // outcomes in recent, up to breakerWindow
 	failures    int                 // failures in recent
 	streak      int                 // failures since the last success
-	lastSuccess time.Time
+	streakSince time.Time           // when the first of them was reported; zero before any success
 	interval    time.Duration // between probes, while open
 	probeAt     time.Time     // when the next probe may go
 	probing     bool          // a probe is in flight
@@ -105,7 +120,10 @@ func NewBreaker(c BreakerConfig) *Breaker {
 	if c.MaxProbeInterval == 0 {
 		c.MaxProbeInterval = breakerMaxWait
 	}
-	return &Breaker{cfg: c}
+	b := &Breaker{cfg: c}
+	b.closed.Store(true)
+	b.healthy.Store(true)
+	return b
 }
 
 // State returns the breaker's state.
@@ -138,7 +156,7 @@ func (b *Breaker) Stats() BreakerStats {
 	}
 	return BreakerStats{
 		State: b.state, Opened: b.opened, OpenFor: openFor,
-		Successes: b.successes, Failures: b.fails, Probes: b.probes, OutageFailures: b.outageFails,
+		Successes: b.successes + b.fastOK.Load(), Failures: b.fails, Probes: b.probes, OutageFailures: b.outageFails,
 	}
 }
 
@@ -155,6 +173,9 @@ func (b *Breaker) String() string {
 // the breaker is open and FailFast is set, and ctx's error when ctx ends
 // while the call waits.
 func (b *Breaker) admit(done <-chan struct{}) (probe bool, err error) {
+	if b.closed.Load() {
+		return false, nil
+	}
 	for {
 		b.mu.Lock()
 		if b.state == BreakerClosed {
@@ -162,9 +183,10 @@ func (b *Breaker) admit(done <-chan struct{}) (probe bool, err error) {
 			return false, nil
 		}
 		if !b.probing && !time.Now().Before(b.probeAt) {
+			from := b.state
 			b.probing, b.state = true, BreakerHalfOpen
 			b.probes++
-			b.mu.Unlock()
+			b.unlock(from)
 			return true, nil
 		}
 		if b.cfg.FailFast {
@@ -200,8 +222,17 @@ const (
 // whether it was a failure during an outage (the breaker open or
 // half-open), which spends none of the call's attempts.
 func (b *Breaker) report(probe bool, o breakerOutcome) (outage bool) {
+	if !probe {
+		switch {
+		case o == breakerNeutral:
+			return false
+		case o == breakerSuccess && b.healthy.Load():
+			b.fastOK.Add(1)
+			return false
+		}
+	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	defer b.unlock(b.state)
 	now := time.Now()
 	if probe {
 		b.probing = false
@@ -210,17 +241,19 @@ func (b *Breaker) report(probe bool, o breakerOutcome) (outage bool) {
 	case breakerSuccess:
 		b.successes++
 		b.record(false)
-		b.streak, b.lastSuccess = 0, now
+		b.streak = 0
 		if b.state != BreakerClosed {
 			b.close(now)
 		}
 	case breakerFailure:
 		b.fails++
 		b.record(true)
-		b.streak++
+		if b.streak++; b.streak == 1 && b.successes+b.fastOK.Load() > 0 {
+			b.streakSince = now // else it stays zero: no success, ever
+		}
 		switch {
 		case b.state == BreakerClosed && b.failing(now):
-			b.open(now, breakerFirstWait)
+			b.open(now, min(breakerFirstWait, b.cfg.MaxProbeInterval))
 		case probe:
 			b.open(now, min(2*b.interval, b.cfg.MaxProbeInterval))
 		}
@@ -234,6 +267,24 @@ func (b *Breaker) report(probe bool, o breakerOutcome) (outage bool) {
 		}
 	}
 	return false
+}
+
+// unlock brings the lock-free paths' flags up to date, releases b.mu, and
+// tells OnStateChange if the state is no longer from. The notify lock,
+// taken before b.mu is released, keeps the calls in the order of the
+// changes.
+func (b *Breaker) unlock(from BreakerState) {
+	to := b.state
+	b.closed.Store(to == BreakerClosed)
+	b.healthy.Store(to == BreakerClosed && b.failures == 0 && b.streak == 0)
+	if from == to || b.cfg.OnStateChange == nil {
+		b.mu.Unlock()
+		return
+	}
+	b.notify.Lock()
+	b.mu.Unlock()
+	defer b.notify.Unlock()
+	b.cfg.OnStateChange(from, to)
 }
 
 // record puts an outcome in the window of recent ones.
@@ -252,7 +303,7 @@ func (b *Breaker) record(failed bool) {
 // failing reports whether failures dominate the recent outcomes.
 func (b *Breaker) failing(now time.Time) bool {
 	return b.failures >= breakerOpenAt ||
-		b.streak >= breakerStreak && now.Sub(b.lastSuccess) >= breakerQuiet
+		b.streak >= breakerStreak && now.Sub(b.streakSince) >= breakerQuiet
 }
 
 // open opens the breaker, or keeps it open, with the next probe due after

@@ -305,11 +305,28 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-func TestBreakerFirstTryAllocatesNothing(t *testing.T) {
-	p := retries.New(retries.WithBreaker(retries.NewBreaker(retries.BreakerConfig{})))
+// TestBreakerAllocatesNothing: a closed breaker adds no allocation to a
+// first-try success, nor to fail, fail, succeed.
+func TestBreakerAllocatesNothing(t *testing.T) {
+	b := retries.NewBreaker(retries.BreakerConfig{})
+	p := retries.DocV1.Copy(retries.WithWait(retries.WaitNone()), retries.WithBreaker(b))
 	ctx := context.Background()
 	if n := testing.AllocsPerRun(100, func() { _ = p.Do(ctx, func(context.Context) error { return nil }) }); n != 0 {
 		t.Errorf("%v allocations per first-try success, want 0", n)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		calls := 0
+		_ = p.Do(ctx, func(context.Context) error {
+			if calls++; calls < 3 {
+				return errDown
+			}
+			return nil
+		})
+	}); n != 0 {
+		t.Errorf("%v allocations per fail, fail, succeed, want 0", n)
+	}
+	if s := b.Stats(); s.State != retries.BreakerClosed || s.Failures != 2*101 {
+		t.Errorf("Stats() = %+v, want closed after 202 failures", s)
 	}
 }
 
@@ -321,4 +338,54 @@ func TestBreakerStateString(t *testing.T) {
 			t.Errorf("%d.String() = %q, want %q", s, got, want)
 		}
 	}
+}
+
+// TestBreakerOnStateChange: a 3 s outage with 8 goroutines reports every
+// change once, in order (each from is the previous to), from closed to
+// open and, through failed probes, back to closed; the callback may read
+// the breaker.
+func TestBreakerOnStateChange(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		srv := &outageServer{from: start.Add(100 * time.Millisecond), to: start.Add(3 * time.Second)}
+		var mu sync.Mutex
+		var changes [][2]retries.BreakerState
+		var b *retries.Breaker
+		b = retries.NewBreaker(retries.BreakerConfig{OnStateChange: func(from, to retries.BreakerState) {
+			_ = b.Stats() // no deadlock: the breaker's lock is not held
+			mu.Lock()
+			changes = append(changes, [2]retries.BreakerState{from, to})
+			mu.Unlock()
+		}})
+		p := retries.DocV1.Copy(retries.WithWait(retries.WaitNone()), retries.WithBreaker(b))
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for time.Since(start) < 4*time.Second {
+					if err := p.Do(t.Context(), srv.call); err != nil {
+						t.Errorf("Do() = %v", err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if len(changes) < 4 {
+			t.Fatalf("changes = %v, want closed→open, probes, and back to closed", changes)
+		}
+		prev := retries.BreakerClosed
+		for i, c := range changes {
+			if c[0] != prev || c[0] == c[1] {
+				t.Errorf("change %d is %v→%v after %v", i, c[0], c[1], prev)
+			}
+			prev = c[1]
+		}
+		if first := changes[0]; first != [2]retries.BreakerState{retries.BreakerClosed, retries.BreakerOpen} {
+			t.Errorf("first change %v→%v, want closed→open", first[0], first[1])
+		}
+		if prev != retries.BreakerClosed || b.Stats().Opened != 1 {
+			t.Errorf("last state %v, opened %d times; want closed, once", prev, b.Stats().Opened)
+		}
+	})
 }

@@ -69,7 +69,7 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 		return loop(&c, p, fn, do, v, nil, false)
 	}
 	// The fast path: with nothing to call before an attempt and no ticket
-	// to hold, the first attempt runs here, before the call's state exists
+	// to hold (a closed breaker lends none), the first attempt runs here, before the call's state exists
 	// and outside its deferred release, so that a first-try success costs
 	// little more than fn.
 	var err error
@@ -79,9 +79,13 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 		v, err = fn(ctx)
 	}
 	if err == nil && (!p.valueRetry || !p.retry.match(box(v, do == nil), nil)) {
+		if p.shared.breaker != nil {
+			t := p.shared.firstTicket()
+			p.shared.report(&t, box(v, do == nil), nil, false, false)
+		}
 		return v, nil
 	}
-	c := call{ctx: ctx, hasValue: do == nil, retried: err == nil}
+	c := call{ctx: ctx, hasValue: do == nil, retried: err == nil, ticket: p.shared.firstTicket()}
 	c.st.Attempt = 1
 	return loop(&c, p, fn, do, v, err, true)
 }

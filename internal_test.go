@@ -1,6 +1,8 @@
 package retries
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -66,4 +68,53 @@ func (w Wait) nextOrStop(s State) time.Duration {
 		return stopWait
 	}
 	return d
+}
+
+// asError is an error whose As method sets a *StatusError.
+type asError struct{ code int }
+
+func (e asError) Error() string { return "as" }
+func (e asError) As(target any) bool {
+	if p, ok := target.(**StatusError); ok {
+		*p = &StatusError{StatusCode: e.code}
+		return true
+	}
+	return false
+}
+
+// loopError unwraps to itself.
+type loopError struct{}
+
+func (e *loopError) Error() string { return "loop" }
+func (e *loopError) Unwrap() error { return e }
+
+// TestStatusOfErrors: statusOf finds a *StatusError where errors.As does,
+// through %w, errors.Join and an As method, and stops on a cycle.
+func TestStatusOfErrors(t *testing.T) {
+	se := &StatusError{StatusCode: 503}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"direct", se, 503},
+		{"wrapped", fmt.Errorf("a: %w", fmt.Errorf("b: %w", se)), 503},
+		{"joined", errors.Join(errors.New("x"), fmt.Errorf("c: %w", se)), 503},
+		{"as_method", fmt.Errorf("d: %w", asError{429}), 429},
+		{"none", errors.New("plain"), 0},
+		{"cycle", &loopError{}, 0},
+	} {
+		code, ok := statusOf(nil, tc.err)
+		if code != tc.want || ok != (tc.want != 0) {
+			t.Errorf("%s: statusOf = %d, %v; want %d", tc.name, code, ok, tc.want)
+		}
+		var target *StatusError
+		if tc.name != "cycle" && errors.As(tc.err, &target) != ok {
+			t.Errorf("%s: errors.As disagrees", tc.name)
+		}
+	}
+	err := fmt.Errorf("e: %w", se)
+	if n := testing.AllocsPerRun(100, func() { statusOf(nil, err) }); n != 0 {
+		t.Errorf("statusOf allocates %v times, want 0", n)
+	}
 }

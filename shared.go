@@ -39,9 +39,16 @@ func (s *shared) start() {
 	}
 }
 
-// admits reports whether attempts must be admitted, and so may hold a
-// ticket that a panic must not leak.
-func (s *shared) admits() bool { return s.limiter != nil || s.breaker != nil }
+// admits reports whether the first attempt must be admitted, and so may
+// hold a ticket that a panic must not leak: with a limiter, or a breaker
+// that is not closed. A closed breaker admits at once and lends nothing
+// to leak, so the first attempt may take the fast path.
+func (s *shared) admits() bool {
+	return s.limiter != nil || s.breaker != nil && !s.breaker.closed.Load()
+}
+
+// firstTicket is the ticket of a first attempt that ran on the fast path.
+func (s *shared) firstTicket() ticket { return ticket{breaker: s.breaker != nil} }
 
 // admit waits until an attempt may start, and sets its ticket in t. The
 // refusal is ErrBreakerOpen when the breaker refused the attempt (err nil)
@@ -89,6 +96,9 @@ func (s *shared) report(t *ticket, v any, err error, retried, ctxDone bool) (pac
 // other answer a success, and an error that is neither retried nor a
 // status tells nothing.
 func breakerJudge(v any, err error, retried, ctxDone bool, l *Limiter) breakerOutcome {
+	if v == nil && err == nil && !retried && !ctxDone { // Do's success
+		return breakerSuccess
+	}
 	backpressure := defaultBackpressure
 	if l != nil {
 		backpressure = l.backpressure

@@ -2,7 +2,6 @@ package retries
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -174,8 +173,8 @@ func (p *statusPred) String() string {
 // statusOf returns the HTTP status an outcome carries, if any.
 func statusOf(v any, err error) (int, bool) {
 	if err != nil {
-		var se *StatusError
-		if errors.As(err, &se) {
+		budget := maxUnwrap
+		if se := findStatusError(err, &budget); se != nil {
 			return se.StatusCode, true
 		}
 		return 0, false
@@ -195,4 +194,38 @@ func statusOf(v any, err error) (int, bool) {
 		return r.StatusCode(), true
 	}
 	return 0, false
+}
+
+// findStatusError returns the first *StatusError in err's tree, as
+// errors.As finds it, walking at most *budget errors. Unlike errors.As it
+// allocates nothing unless an error on the way has an As method.
+func findStatusError(err error, budget *int) *StatusError {
+	for err != nil {
+		if *budget--; *budget < 0 {
+			return nil
+		}
+		if se, ok := err.(*StatusError); ok {
+			return se
+		}
+		if a, ok := err.(interface{ As(any) bool }); ok {
+			var se *StatusError
+			if a.As(&se) {
+				return se
+			}
+		}
+		switch e := err.(type) {
+		case interface{ Unwrap() error }:
+			err = e.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				if se := findStatusError(inner, budget); se != nil {
+					return se
+				}
+			}
+			return nil
+		default:
+			return nil
+		}
+	}
+	return nil
 }
