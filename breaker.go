@@ -90,11 +90,11 @@ type Breaker struct {
 	failures    int                 // failures in recent
 	streak      int                 // failures since the last success
 	streakSince time.Time           // when the first of them was reported; zero before any success
-	interval    time.Duration // between probes, while open
-	probeAt     time.Time     // when the next probe may go
-	probing     bool          // a probe is in flight
-	wake        chan struct{} // closed when the waiters should look again
-	timer       *time.Timer   // closes wake when the next probe is due
+	interval    time.Duration       // between probes, while open
+	probeAt     time.Time           // when the next probe may go
+	probing     bool                // a probe is in flight
+	wake        chan struct{}       // closed when the waiters should look again
+	timer       *time.Timer         // closes wake when the next probe is due
 
 	opened              int64
 	openSince           time.Time
