@@ -62,13 +62,14 @@ type BreakerConfig struct {
 //
 // It opens when failures dominate the recent outcomes: breakerOpenAt of the
 // last breakerWindow attempts, or breakerStreak failures in a row over at
-// least a second (or with no success ever). A failure is a retried outcome that is not
-// backpressure, or a 5xx that is not retried; a success is any other
-// answer (a 404, a 412); backpressure, a non-status error that is not
-// retried and an attempt whose context ended are neither. While it is
-// open, it lets one attempt through as a probe each interval; a probe
-// that fails doubles the interval, up to MaxProbeInterval, and any success
-// closes the breaker.
+// least a second (or with no success ever). A failure is a retried outcome
+// that is not backpressure, or, retried or not, a 5xx, a connection error
+// ([IsConnectionError]) or a timed-out attempt ([ErrAttemptTimeout]). A
+// success is any other answer (a 404, a 412). Backpressure, any other error
+// that is not retried, and an attempt whose context ended are neither.
+// While it is open, it lets one attempt through as a probe each interval;
+// a probe that fails doubles the interval, up to MaxProbeInterval, and any
+// success closes the breaker.
 //
 // A Breaker is safe for concurrent use by multiple goroutines; share one
 // per server, and do not copy it.
@@ -360,3 +361,28 @@ func (b *Breaker) wakeWaiters() {
 // reaches the server, beside a [Limiter]. Copies share b; a nil b removes
 // it. None of the seven policies has one.
 func WithBreaker(b *Breaker) Option { return func(p *Policy) { p.shared.breaker = b } }
+
+// RetryIfOutage returns a predicate that retries what p retries, but only
+// while b is open or half-open. It is for the inner of two layers, when b
+// is on the inner one beside a [Limiter] and the outer one retries the
+// failures with p (DocV1 around Throttle): with
+//
+//	retries.RetryAny(retries.Throttle.Retry(), retries.RetryIfOutage(b, retries.DocV1.Retry()))
+//
+// the inner layer waits an outage out, and the outer one spends no attempt
+// on it.
+func RetryIfOutage(b *Breaker, p Predicate) Predicate {
+	if b == nil {
+		panic("retries: RetryIfOutage with a nil Breaker")
+	}
+	return Predicate{outagePred{b: b, p: p}}
+}
+
+type outagePred struct {
+	b *Breaker
+	p Predicate
+}
+
+func (o outagePred) match(v any, err error) bool { return !o.b.closed.Load() && o.p.match(v, err) }
+func (o outagePred) onValue() bool                 { return o.p.onValue() }
+func (o outagePred) String() string                { return "RetryIfOutage(" + o.p.String() + ")" }

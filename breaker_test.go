@@ -3,10 +3,13 @@ package retries_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,11 +19,16 @@ import (
 
 var errDown = errors.New("connection refused (the server is down)")
 
+// errRefused is a connection error, as net/http returns for a server
+// that is not listening.
+var errRefused error = &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+
 // outageServer fails every attempt that starts in [from, to) after 1 ms,
 // and succeeds after 1 ms otherwise. It counts the attempts that start in
 // the outage and the most of them in flight at once.
 type outageServer struct {
 	from, to time.Time
+	err      error // what a failed attempt returns; nil: errDown
 	inOutage atomic.Int64
 	inFlight atomic.Int64
 	maxAfter atomic.Int64 // most attempts in flight at once that began after from+settle
@@ -45,6 +53,9 @@ func (s *outageServer) call(context.Context) error {
 		}
 	}
 	time.Sleep(time.Millisecond)
+	if s.err != nil {
+		return s.err
+	}
 	return errDown
 }
 
@@ -386,6 +397,81 @@ func TestBreakerOnStateChange(t *testing.T) {
 		}
 		if prev != retries.BreakerClosed || b.Stats().Opened != 1 {
 			t.Errorf("last state %v, opened %d times; want closed, once", prev, b.Stats().Opened)
+		}
+	})
+}
+
+// TestBreakerBesideLimiterSendsNoBurst: 64 goroutines share a breaker and
+// a limiter of 4 in flight, so that most calls wait in the limiter's queue
+// when the server goes away. Those calls go back to wait for the breaker
+// when their turn comes, instead of sending their attempts into the outage.
+func TestBreakerBesideLimiterSendsNoBurst(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		srv := &outageServer{from: start.Add(time.Second), to: start.Add(5 * time.Second)}
+		b := retries.NewBreaker(retries.BreakerConfig{})
+		l := retries.NewLimiter(retries.LimiterConfig{MaxInFlight: 4})
+		p := retries.DocV1.Copy(retries.WithBreaker(b), retries.WithLimiter(l))
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Go(func() {
+				for time.Since(start) < 6*time.Second {
+					if err := p.Do(t.Context(), srv.call); err != nil {
+						t.Errorf("call failed: %v", err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		t.Logf("%d attempts in the outage", srv.inOutage.Load())
+		// 4 in flight, what it takes to open (15 of 20), and about 10
+		// probes: far fewer than the 64 calls queued.
+		if n := srv.inOutage.Load(); n > 40 {
+			t.Errorf("%d attempts reached the server while it was down, want at most 40", n)
+		}
+	})
+}
+
+// TestRetryIfOutage: DocV1 around Throttle, with the breaker and a limiter
+// on the inner layer and RetryIfOutage in its predicate, waits an 8 s
+// outage out with 32 goroutines, and the outer layer spends at most one
+// attempt per call on it (a failure before the breaker opened).
+func TestRetryIfOutage(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		srv := &outageServer{from: start.Add(time.Second), to: start.Add(9 * time.Second), err: errRefused}
+		b := retries.NewBreaker(retries.BreakerConfig{})
+		inner := retries.Throttle.Copy(retries.WithBreaker(b), retries.WithLimiter(retries.NewLimiter(retries.LimiterConfig{})),
+			retries.WithRetry(retries.RetryAny(retries.Throttle.Retry(), retries.RetryIfOutage(b, retries.DocV1.Retry()))))
+		var wg sync.WaitGroup
+		var outerRetries atomic.Int64
+		outer := retries.DocV1.Copy(retries.WithAfter(func(context.Context, retries.State) { outerRetries.Add(1) }))
+		calls := atomic.Int64{}
+		for range 32 {
+			wg.Go(func() {
+				for time.Since(start) < 10*time.Second {
+					calls.Add(1)
+					err := outer.Do(t.Context(), func(ctx context.Context) error { return inner.Do(ctx, srv.call) })
+					if err != nil {
+						t.Errorf("call failed: %v", err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		t.Logf("%d calls, %d outer retries, %d attempts in the outage", calls.Load(), outerRetries.Load(), srv.inOutage.Load())
+		if n := outerRetries.Load(); n > 32 {
+			t.Errorf("the outer layer retried %d times, want at most once per goroutine", n)
+		}
+		if n := srv.inOutage.Load(); n > 100 {
+			t.Errorf("%d attempts reached the server while it was down, want at most 100", n)
+		}
+		if got := retries.RetryIfOutage(b, retries.RetryIfStatus(503)).String(); got != "RetryIfOutage(RetryIfStatus(503))" {
+			t.Errorf("String() = %q", got)
 		}
 	})
 }

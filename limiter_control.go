@@ -38,8 +38,9 @@ import (
 //     backpressure at or above the wall does not cut the rate.
 //   - Growth: the in-flight limit grows by limitGrow/limit × accel per
 //     success granted at the limit, while latency is normal; the rate is
-//     capped at twice the admitted rate. Neither grows while it does not
-//     bind, so an idle Limiter does not run away.
+//     capped at twice the admitted rate (a cap on growth, which never cuts
+//     a rate already above it). Neither grows while it does not bind, so
+//     an idle Limiter does not run away.
 type control struct {
 	limit, maxLimit float64
 	slowStart       bool
@@ -155,9 +156,12 @@ func (c *control) onSuccess(s sample, now time.Duration) {
 	if b := &c.bucket; b.rate > 0 && s.rateBound && !cong {
 		// Per success, so that the share of backpressure does not depend
 		// on the rate, and per second, so that a low rate recovers.
+		// Growth stops at twice the admitted rate, but never cuts the
+		// rate: a rate learned before a lull (an outage, an idle spell)
+		// holds until backpressure says otherwise.
 		dt := min(seconds(now-c.lastGrow), 1)
-		b.rate *= perSecond(1 + rateGrow*accel + rateProbe*dt*(accel-1))
-		b.rate = min(b.rate, max(2*c.admitted.rate(now), 2*c.minRate))
+		grown := b.rate * perSecond(1+rateGrow*accel+rateProbe*dt*(accel-1))
+		b.rate = max(b.rate, min(grown, max(2*c.admitted.rate(now), 2*c.minRate)))
 	}
 	c.lastGrow = now
 }

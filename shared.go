@@ -1,6 +1,9 @@
 package retries
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // shared holds the objects that a policy and its copies share with every
 // other call that uses them: a [Budget], a [Breaker] and a [Limiter]. Each
@@ -53,25 +56,36 @@ func (s *shared) firstTicket() ticket { return ticket{breaker: s.breaker != nil}
 // admit waits until an attempt may start, and sets its ticket in t. The
 // refusal is ErrBreakerOpen when the breaker refused the attempt (err nil)
 // or held it until ctx ended; err is ctx's error when ctx ended first.
+//
+// An attempt that waited for the limiter while the breaker opened goes back
+// to wait for the breaker, unless it is the probe: the limiter's queue
+// never sends a burst into an outage.
 func (s *shared) admit(ctx context.Context, t *ticket) (refusal, err error) {
-	if b := s.breaker; b != nil {
-		probe, berr := b.admit(ctx.Done())
-		switch berr {
-		case nil:
-			t.breaker, t.probe = true, probe
-		case errBreakerWait:
-			return ErrBreakerOpen, ctx.Err()
-		default:
-			return berr, nil
+	for {
+		b := s.breaker
+		if b != nil {
+			probe, berr := b.admit(ctx.Done())
+			switch berr {
+			case nil:
+				t.breaker, t.probe = true, probe
+			case errBreakerWait:
+				return ErrBreakerOpen, ctx.Err()
+			default:
+				return berr, nil
+			}
 		}
-	}
-	if s.limiter != nil {
+		if s.limiter == nil {
+			return nil, nil
+		}
 		if t.permit, err = s.limiter.Acquire(ctx); err != nil {
 			s.drop(t)
 			return nil, err
 		}
+		if b == nil || t.probe || b.closed.Load() {
+			return nil, nil
+		}
+		s.drop(t)
 	}
-	return nil, nil
 }
 
 // report hands back t with the outcome of its attempt: the value (nil for
@@ -92,9 +106,9 @@ func (s *shared) report(t *ticket, v any, err error, retried, ctxDone bool) (pac
 }
 
 // breakerJudge is what an outcome tells a Breaker: backpressure and an
-// ended context tell nothing, a retried outcome or a 5xx is a failure, any
-// other answer a success, and an error that is neither retried nor a
-// status tells nothing.
+// ended context tell nothing; a retried outcome, a 5xx, a connection error
+// and a timed-out attempt are failures; any other answer is a success; and
+// any other error that is not retried tells nothing.
 func breakerJudge(v any, err error, retried, ctxDone bool, l *Limiter) breakerOutcome {
 	if v == nil && err == nil && !retried && !ctxDone { // Do's success
 		return breakerSuccess
@@ -114,6 +128,9 @@ func breakerJudge(v any, err error, retried, ctxDone bool, l *Limiter) breakerOu
 			return breakerFailure
 		}
 		return breakerSuccess
+	}
+	if err != nil && (errors.Is(err, ErrAttemptTimeout) || IsConnectionError(err)) {
+		return breakerFailure // the server is not there, retried or not
 	}
 	if err != nil {
 		return breakerNeutral

@@ -21,8 +21,13 @@ const (
 	// -connections.
 	maxFeedConcurrency = 4096
 	maxFeedConnections = 4096
-	// feedTimeout bounds one operation, its waits and retries included.
+	// feedTimeout bounds one operation, its waits and retries included,
+	// but not the time the feed is paused by an outage.
 	feedTimeout = 2 * time.Minute
+	// feedMaxOutage is how long a feed waits out an outage: a pause this
+	// long ends it. A restart or redeploy of a content cluster takes
+	// minutes; an outage past this one calls for a person.
+	feedMaxOutage = 5 * time.Minute
 	// feedAttemptTimeout bounds one request until its response header.
 	feedAttemptTimeout = 30 * time.Second
 	// feedGrace is how long an interrupted feed waits for the operations in
@@ -80,7 +85,8 @@ type feedFlags struct {
 	url                      string
 	concurrency, connections int
 	http2, quiet             bool
-	timeout                  time.Duration
+	timeout, maxOutage       time.Duration
+	failed                   string
 	header                   headerFlag
 }
 
@@ -90,7 +96,9 @@ func addFeedFlags(fs *flag.FlagSet, f *feedFlags) {
 	intVar(fs, &f.concurrency, "concurrency", 0, 0, maxFeedConcurrency, "`N` requests in flight, fixed; 0: the adaptive limiter decides")
 	intVar(fs, &f.connections, "connections", 0, 0, maxFeedConnections, "`N` connections per host; 0: as many as needed")
 	fs.BoolVar(&f.http2, "http2", false, "HTTP/2 without TLS on http URLs (prior knowledge)")
-	fs.DurationVar(&f.timeout, "timeout", feedTimeout, "time limit of each operation, its retries included; 0: none")
+	fs.DurationVar(&f.timeout, "timeout", feedTimeout, "time limit of each operation, its retries included, not counting the time paused by an outage; 0: none")
+	fs.DurationVar(&f.maxOutage, "max-outage", feedMaxOutage, "end the feed when the server has been out for this long; 0: wait for ever")
+	fs.StringVar(&f.failed, "failed", "", "write every operation not acknowledged to `FILE`, in feed format: the failed, the unsent and the unread rest")
 	fs.BoolVar(&f.quiet, "q", false, "no progress lines")
 	fs.Var(&f.header, "header", "`Name: value` sent with every request (repeatable); never printed")
 }
@@ -113,19 +121,29 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return usageErrorf("feed: unexpected argument %q", pos[1])
 	case f.timeout < 0:
 		return usageErrorf("feed: -timeout %v: must not be negative", f.timeout)
+	case f.maxOutage < 0:
+		return usageErrorf("feed: -max-outage %v: must not be negative", f.maxOutage)
 	}
 	in := stdin
+	var inFile *os.File
 	if pos[0] != "-" {
 		file, err := os.Open(pos[0])
 		if err != nil {
 			return usageErrorf("feed: %v", err)
 		}
 		defer file.Close()
-		in = file
+		in, inFile = file, file
+	}
+	if f.failed != "" && inFile != nil {
+		if a, err := os.Stat(f.failed); err == nil {
+			if b, err := inFile.Stat(); err == nil && os.SameFile(a, b) {
+				return usageErrorf("feed: -failed %s is the input", f.failed)
+			}
+		}
 	}
 	cfg := feed.Config{
 		URL: f.url, Header: f.header.h, Concurrency: f.concurrency, Connections: f.connections, HTTP2: f.http2,
-		Timeout: f.timeout, AttemptTimeout: feedAttemptTimeout, Grace: feedGrace,
+		Timeout: f.timeout, AttemptTimeout: feedAttemptTimeout, Grace: feedGrace, MaxOutage: f.maxOutage,
 		Outer: feedOuter, Inner: retries.Throttle,
 		Budget:   retries.NewBudget(feedBudgetRatio, feedBudgetPerSecond),
 		Progress: time.Second, Log: stderr,
@@ -133,19 +151,39 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if f.quiet {
 		cfg.Progress = 0
 	}
+	var failed fileWriter // created once the flags are known to be good
+	if f.failed != "" {
+		cfg.Failed = &failed
+	}
 	fd, err := feed.New(cfg)
 	if err != nil {
 		return usageErrorf("feed: -url: %v", err)
 	}
+	if f.failed != "" {
+		if failed.f, err = os.Create(f.failed); err != nil {
+			return usageErrorf("feed: -failed: %v", err)
+		}
+	}
 	res := fd.Run(ctx, in)
+	var closeErr error
+	if failed.f != nil {
+		if closeErr = failed.f.Close(); closeErr != nil {
+			fmt.Fprintf(stderr, "retries feed: -failed: %v\n", closeErr)
+		}
+	}
 	if _, err := stdout.Write(res.Summary()); err != nil {
 		return err
 	}
-	if !res.Complete() {
+	if !res.Complete() || closeErr != nil {
 		return errSilent
 	}
 	return nil
 }
+
+// fileWriter writes to f, which is set once the file may be created.
+type fileWriter struct{ f *os.File }
+
+func (w *fileWriter) Write(p []byte) (int, error) { return w.f.Write(p) }
 
 // errSilent makes the command exit 1 without a message of its own: the
 // feed has reported each failure already.

@@ -34,6 +34,13 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first interrupt ends the feed gracefully; a second one, while it
+	// waits for requests in flight or writes the -failed file, ends the
+	// process at once.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	code := runContext(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

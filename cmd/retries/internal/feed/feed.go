@@ -39,14 +39,27 @@ type Config struct {
 	Connections int         // per host; 0: no limit
 	HTTP2       bool        // HTTP/2 without TLS on http URLs (prior knowledge)
 
-	Timeout        time.Duration // per operation, its retries included; 0: none
+	// Timeout bounds each operation, its retries included, not counting
+	// the time the feed is paused by an outage; 0: none.
+	Timeout        time.Duration
 	AttemptTimeout time.Duration // per request, until the response header; 0: none
 	Grace          time.Duration // how long an interrupted feed waits for the requests in flight
 
+	// MaxOutage ends the feed when it has been paused by an outage for
+	// this long; 0: no limit. The feed pauses while its breaker is open.
+	MaxOutage time.Duration
+	// MaxProbeInterval is the breaker's (see retries.BreakerConfig).
+	MaxProbeInterval time.Duration
+	// Failed, if not nil, receives every operation of the input that was
+	// not acknowledged, in feed format, one a line: those that failed,
+	// those not sent, and the input not read when the feed stopped early.
+	Failed io.Writer
+
 	// Outer and Inner are the policies around each request, outside in:
 	// DocV1 and Throttle in the command. The feed sets the outer one's
-	// predicate (by operation: retrySafe, retryUnsafe), exhaustion rule and
-	// Budget, and gives the inner one the limiter.
+	// predicate (by operation: retrySafe, retryUnsafe), exhaustion rule
+	// and Budget, and gives the inner one the limiter and the breaker, and
+	// the outer predicate while the breaker is open (retries.RetryIfOutage).
 	Outer, Inner retries.Policy
 	Budget       *retries.Budget // on the outer layer; nil: none
 
@@ -71,23 +84,31 @@ type Observer interface {
 
 // Result is what a feed did.
 type Result struct {
-	operations int64 // read from the input, bad ones included
-	ok         int64 // acknowledged
-	failed     int64 // operations that failed, bad input included
-	badInput   int64
-	unsent     []*Operation // dispatched but not sent when interrupted
-	unread     inputPos     // line > 0: the input from here on was not read (interrupted, or broken JSON)
-	notFound   int64        // removes answered 404
-	condFailed int64        // operations answered 412
-	refusals   int64        // retries the budget refused
-	inFlight   int64        // requests in flight at the end
-	elapsed    time.Duration
-	wire       *wireStats
-	counts     Progress // the counts at the end
-	lastErr    error    // the error of the last failed operation
+	operations    int64 // read from the input, bad ones included
+	ok            int64 // acknowledged
+	failed        int64 // operations that failed, bad input included
+	badInput      int64
+	unsent        []*Operation // dispatched but not sent when interrupted
+	heldBack      int64        // not sent: an earlier operation on the document failed
+	written       int64        // written to Config.Failed
+	writeErr      error        // the first error writing to Config.Failed
+	hasFailedFile bool         // Config.Failed is set
+	outage        error        // the *outageError that ended the feed, or nil
+	pauses        int64        // the times the feed paused
+	paused        time.Duration
+	unread        inputPos // line > 0: the input from here on was not read (interrupted, or broken JSON)
+	notFound      int64    // removes answered 404
+	condFailed    int64    // operations answered 412
+	refusals      int64    // retries the budget refused
+	inFlight      int64    // requests in flight at the end
+	elapsed       time.Duration
+	wire          *wireStats
+	counts        Progress // the counts at the end
+	lastErr       error    // the error of the last failed operation
 
 	Limiter *retries.Limiter // the feed's limiter; nil with a fixed concurrency
 	Budget  *retries.Budget  // Config.Budget
+	Breaker *retries.Breaker // the feed's breaker
 }
 
 // Complete reports whether every operation of the input was read, sent and
@@ -101,15 +122,22 @@ type Feeder struct {
 	safeOps, unsafeOps     *http.Client // clients for operations safe to repeat or not (retrySafe, retryUnsafe)
 	transport              *http.Transport
 	limiter                *retries.Limiter
+	breaker                *retries.Breaker
+	pause                  pause
+	outage                 atomic.Pointer[outageError] // set when the outage outlasted Config.MaxOutage
+	stop                   func(cause error)           // ends the feed's reading and sending at once
+	failedOut              *failedWriter               // nil without Config.Failed
 	wire                   wireStats
 	out, progressOut       *lockedWriter
 	ok, failed, condFailed atomic.Int64
 	notFound, refusals     atomic.Int64
 
-	mu      sync.Mutex
-	busy    map[string][]*Operation // per document id: the operations waiting behind the one in flight
-	unsent  []*Operation
-	lastErr error
+	mu        sync.Mutex
+	busy      map[string][]*Operation // per document id: the operations waiting behind the one in flight
+	failedIDs map[string]bool         // documents with a failed operation: later ones are held back
+	unsent    []*Operation
+	heldBack  int64
+	lastErr   error
 }
 
 // New returns a Feeder for cfg, or an error if cfg.URL is not an http or
@@ -125,7 +153,12 @@ func New(cfg Config) (*Feeder, error) {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
-	f := &Feeder{cfg: cfg, base: strings.TrimRight(cfg.URL, "/"), out: &lockedWriter{w: cfg.Log}, busy: map[string][]*Operation{}}
+	f := &Feeder{cfg: cfg, base: strings.TrimRight(cfg.URL, "/"), out: &lockedWriter{w: cfg.Log},
+		busy: map[string][]*Operation{}, failedIDs: map[string]bool{}}
+	if cfg.Failed != nil {
+		f.failedOut = &failedWriter{w: cfg.Failed}
+	}
+	f.breaker = retries.NewBreaker(retries.BreakerConfig{MaxProbeInterval: cfg.MaxProbeInterval, OnStateChange: f.onBreaker})
 	f.progressOut = f.out
 	if cfg.ProgressOut != nil {
 		f.progressOut = &lockedWriter{w: cfg.ProgressOut}
@@ -133,7 +166,7 @@ func New(cfg Config) (*Feeder, error) {
 
 	tr := newHTTPTransport(cfg, f.slots())
 	f.transport = tr
-	inner := cfg.Inner
+	inner := cfg.Inner.Copy(retries.WithBreaker(f.breaker))
 	if cfg.Concurrency == 0 {
 		f.limiter = retries.NewLimiter(retries.LimiterConfig{MaxInFlight: cfg.MaxInFlight})
 		inner = inner.Copy(retries.WithLimiter(f.limiter))
@@ -142,8 +175,13 @@ func New(cfg Config) (*Feeder, error) {
 	if cfg.AttemptTimeout > 0 {
 		topts = append(topts, retries.WithAttemptTimeout(cfg.AttemptTimeout))
 	}
-	innerT := retries.NewTransport(wireCounter{base: tr, s: &f.wire}, inner, topts...)
-	outer := func(pred retries.Predicate) *http.Client {
+	wire := wireCounter{base: tr, s: &f.wire}
+	client := func(pred retries.Predicate) *http.Client {
+		// The inner layer also retries, while the breaker is open, what
+		// the outer one would: it waits the outage out, and the outer
+		// layer spends no attempt and no budget on it.
+		innerT := retries.NewTransport(wire, inner.Copy(retries.WithRetry(
+			retries.RetryAny(inner.Retry(), retries.RetryIfOutage(f.breaker, pred)))), topts...)
 		p := cfg.Outer.Copy(
 			retries.WithRetry(pred),
 			retries.WithBudget(cfg.Budget),
@@ -168,7 +206,7 @@ func New(cfg Config) (*Feeder, error) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
-	f.safeOps, f.unsafeOps = outer(retrySafe), outer(retryUnsafe)
+	f.safeOps, f.unsafeOps = client(retrySafe), client(retryUnsafe)
 	return f, nil
 }
 
@@ -216,9 +254,13 @@ func (f *Feeder) run(ctx context.Context, src opSource) Result {
 	start := time.Now()
 	defer f.transport.CloseIdleConnections()
 	// Requests run under their own context, canceled Config.Grace after
-	// ctx ends or when the feed is over.
-	sendCtx, cancelSend := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelSend()
+	// ctx ends, at once when an outage outlasts Config.MaxOutage, or when
+	// the feed is over.
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	sendCtx, cancelSend := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelSend(nil)
+	f.stop = func(cause error) { stopRun(cause); cancelSend(cause) }
 	finished := make(chan struct{})
 	go f.cancelAfterGrace(ctx, finished, cancelSend)
 	var progressDone chan struct{}
@@ -229,8 +271,15 @@ func (f *Feeder) run(ctx context.Context, src opSource) Result {
 			f.reportProgress(start, finished)
 		}()
 	}
+	// The input is read on its own goroutine, so that an interrupt ends
+	// the feed even while a read blocks (a quiet pipe on stdin); that
+	// goroutine then stays blocked until the process exits.
+	items := make(chan readItem)
+	stopRead := make(chan struct{})
+	defer close(stopRead)
+	go readOps(src, items, stopRead)
 	var wg sync.WaitGroup
-	res, eof := f.dispatchAll(ctx, sendCtx, src, &wg)
+	res, eof := f.dispatchAll(runCtx, sendCtx, items, &wg)
 	wg.Wait()
 	close(finished)
 	if progressDone != nil {
@@ -238,14 +287,28 @@ func (f *Feeder) run(ctx context.Context, src opSource) Result {
 	}
 	f.settle(&res, time.Since(start))
 	if !eof {
-		f.out.printf("retries feed: interrupted: the input from %v on was not read\n", res.unread)
+		why := "interrupted"
+		if err := f.outage.Load(); err != nil {
+			why, res.outage = "stopped", err
+		}
+		f.out.printf("retries feed: %s: the input from %v on was not read\n", why, res.unread)
+		if f.failedOut != nil {
+			f.writeRest(&res, items)
+		}
+	}
+	if f.failedOut != nil {
+		res.hasFailedFile = true
+		res.written, res.writeErr = f.failedOut.result()
+		if res.writeErr != nil {
+			f.out.printf("retries feed: writing the operations not acknowledged: %v; the file is incomplete\n", res.writeErr)
+		}
 	}
 	return res
 }
 
 // cancelAfterGrace calls cancelSend Config.Grace after ctx ends, unless
 // the feed is finished first.
-func (f *Feeder) cancelAfterGrace(ctx context.Context, finished <-chan struct{}, cancelSend context.CancelFunc) {
+func (f *Feeder) cancelAfterGrace(ctx context.Context, finished <-chan struct{}, cancelSend context.CancelCauseFunc) {
 	select {
 	case <-ctx.Done():
 	case <-finished:
@@ -255,26 +318,23 @@ func (f *Feeder) cancelAfterGrace(ctx context.Context, finished <-chan struct{},
 	defer t.Stop()
 	select {
 	case <-t.C:
-		cancelSend()
+		cancelSend(nil)
 	case <-finished:
 	}
 }
 
-// dispatchAll reads the operations of src and dispatches each, until src
-// ends or ctx is done; wg counts the operations' goroutines. It reports
-// whether the input was read to its end or to an error that stops it,
-// and, when it was not, res.unread says from where.
-func (f *Feeder) dispatchAll(ctx, sendCtx context.Context, src opSource, wg *sync.WaitGroup) (res Result, eof bool) {
+// dispatchAll takes the operations read into items and dispatches each,
+// until the input ends or ctx is done; wg counts the operations'
+// goroutines. While the feed is paused it takes none. It reports whether
+// the input was read to its end or to an error that stops it, and, when it
+// was not, res.unread says from where.
+func (f *Feeder) dispatchAll(ctx, sendCtx context.Context, items <-chan readItem, wg *sync.WaitGroup) (res Result, eof bool) {
 	slots := make(chan struct{}, f.slots())
-	// The input is read on its own goroutine, so that an interrupt ends
-	// the feed even while a read blocks (a quiet pipe on stdin); that
-	// goroutine then stays blocked until the process exits.
-	items := make(chan readItem)
-	stopRead := make(chan struct{})
-	defer close(stopRead)
-	go readOps(src, items, stopRead)
 	res.unread = inputPos{line: 1} // where the input not yet taken starts
 	for {
+		if f.pause.wait(ctx) != nil {
+			return res, false
+		}
 		var it readItem
 		select {
 		case it = <-items:
@@ -338,14 +398,16 @@ func (f *Feeder) settle(res *Result, elapsed time.Duration) {
 	res.ok, res.failed = f.ok.Load(), f.failed.Load()
 	res.notFound, res.condFailed, res.refusals = f.notFound.Load(), f.condFailed.Load(), f.refusals.Load()
 	res.inFlight = f.wire.inFlight.Load()
-	res.wire, res.Limiter, res.Budget = &f.wire, f.limiter, f.cfg.Budget
+	res.wire, res.Limiter, res.Budget, res.Breaker = &f.wire, f.limiter, f.cfg.Budget, f.breaker
+	res.pauses, res.paused, _ = f.pause.stats()
 	res.counts = f.snapshot()
 	f.mu.Lock()
-	res.unsent, res.lastErr = f.unsent, f.lastErr
+	res.unsent, res.lastErr, res.heldBack = f.unsent, f.lastErr, f.heldBack
 	f.mu.Unlock()
 	res.failed += int64(len(res.unsent))
 	for _, op := range res.unsent {
 		f.out.printf("retries feed: not sent: %s\n", op.name())
+		f.failedOut.write(op)
 	}
 }
 
@@ -384,6 +446,12 @@ func readOps(src opSource, items chan<- readItem, stop <-chan struct{}) {
 // order and a retry never overtakes a later operation.
 func (f *Feeder) dispatch(ctx, sendCtx context.Context, op *Operation, slots chan struct{}, wg *sync.WaitGroup) {
 	f.mu.Lock()
+	if f.failedIDs[op.id] {
+		f.holdBack(op)
+		f.mu.Unlock()
+		<-slots
+		return
+	}
 	if q, ok := f.busy[op.id]; ok {
 		f.busy[op.id] = append(q, op)
 		f.mu.Unlock()
@@ -393,12 +461,20 @@ func (f *Feeder) dispatch(ctx, sendCtx context.Context, op *Operation, slots cha
 	f.mu.Unlock()
 	wg.Go(func() {
 		for op != nil {
-			f.send(sendCtx, op)
+			ok := f.send(sendCtx, op)
 			<-slots
 			f.mu.Lock()
 			q := f.busy[op.id]
 			switch {
 			case len(q) == 0:
+				delete(f.busy, op.id)
+				op = nil
+			case !ok: // the later operations must not overtake it
+				f.failedIDs[op.id] = true
+				for _, later := range q {
+					f.holdBack(later)
+					<-slots
+				}
 				delete(f.busy, op.id)
 				op = nil
 			case ctx.Err() != nil: // interrupted: send nothing more
@@ -416,13 +492,24 @@ func (f *Feeder) dispatch(ctx, sendCtx context.Context, op *Operation, slots cha
 	})
 }
 
-// send sends op through the retrying clients and reports a failure.
-func (f *Feeder) send(ctx context.Context, op *Operation) {
+// holdBack reports op, which is not sent because an earlier operation on
+// its document failed: sent now, it would overtake that one when the
+// failed operations are fed again. f.mu is held.
+func (f *Feeder) holdBack(op *Operation) {
+	f.heldBack++
+	f.failed.Add(1)
+	f.out.printf("retries feed: not sent: %s: an earlier operation on the document failed\n", op.name())
+	f.failedOut.write(op)
+}
+
+// send sends op through the retrying clients, reports a failure, and
+// reports whether op was acknowledged.
+func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
 	ctx = withAttempts(ctx)
 	if f.cfg.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, f.cfg.Timeout)
-		defer cancel()
+		var release func()
+		ctx, release = f.pause.withTimeout(ctx, f.cfg.Timeout)
+		defer release()
 	}
 	var body io.Reader
 	if op.body != nil {
@@ -431,7 +518,7 @@ func (f *Feeder) send(ctx context.Context, op *Operation) {
 	req, err := http.NewRequestWithContext(ctx, op.kind.method(), f.base+op.path, body)
 	if err != nil {
 		f.fail(op, err)
-		return
+		return false
 	}
 	for name, vs := range f.cfg.Header {
 		req.Header[name] = vs
@@ -454,8 +541,12 @@ func (f *Feeder) send(ctx context.Context, op *Operation) {
 		if errors.As(err, &ue) && ue.Err != nil {
 			err = ue.Err
 		}
+		// Say why the operation's context ended, when the feed ended it.
+		if cause := context.Cause(ctx); cause == errTimeout || errors.As(cause, new(*outageError)) {
+			err = fmt.Errorf("%v: %w", cause, err)
+		}
 		f.fail(op, err)
-		return
+		return false
 	}
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
@@ -467,12 +558,13 @@ func (f *Feeder) send(ctx context.Context, op *Operation) {
 		f.notFound.Add(1) // an answer: there was nothing to remove
 	default:
 		f.fail(op, fmt.Errorf("%s: %s", resp.Status, message(data)))
-		return
+		return false
 	}
 	f.ok.Add(1)
 	if f.cfg.Observer != nil {
 		f.cfg.Observer.Done(op, nil)
 	}
+	return true
 }
 
 func (f *Feeder) fail(op *Operation, err error) {
@@ -481,6 +573,7 @@ func (f *Feeder) fail(op *Operation, err error) {
 	f.lastErr = err
 	f.mu.Unlock()
 	f.out.printf("retries feed: failed: %s: %v\n", op.name(), err)
+	f.failedOut.write(op)
 	if f.cfg.Observer != nil {
 		f.cfg.Observer.Done(op, err)
 	}

@@ -37,6 +37,7 @@ type Operation struct {
 	after inputPos // where the input after it starts
 	path  string   // the escaped document/v1 path with its query, from "/document/v1/"
 	body  []byte   // nil for a remove
+	text  []byte   // the operation as the input has it, to write it out again
 	// safe reports whether sending the operation twice leaves the
 	// document as sending it once does, so that a request whose outcome is
 	// unknown (a reset connection, a proxy's 502 or 504) may be repeated.
@@ -140,9 +141,12 @@ func parseOp(obj []byte, line int) (*Operation, error) {
 	if len(q) > 0 {
 		op.path += "?" + q.Encode()
 	}
+	// One allocation holds the text and the body.
+	buf := make([]byte, 0, len(obj)+len(`{"fields":}`)+len(t.fields))
+	buf = append(buf, obj...)
+	op.text = buf[:len(obj):len(obj)]
 	if t.hasFields {
-		op.body = make([]byte, 0, len(`{"fields":}`)+len(t.fields))
-		op.body = append(append(append(op.body, `{"fields":`...), t.fields...), '}')
+		op.body = append(append(append(buf[len(obj):], `{"fields":`...), t.fields...), '}')
 	}
 	op.safe = true
 	if op.kind == Update {

@@ -21,11 +21,16 @@ type Progress struct {
 	Unavailable  int64  // 503 responses
 	Exceptions   int64  // requests that got no response
 	Limit        string // the limiter's current limit, or "N (fixed)"
+	Paused       bool   // the feed is paused by an outage
 	Final        bool   // the report at the end of the feed, on a terminal only
 }
 
 // commandLine is the feed command's progress line.
 func commandLine(p Progress) string {
+	if p.Paused {
+		return fmt.Sprintf("feed %5.1fs: paused by an outage, %d acknowledged, %d failed, %d in flight, %d×503, %d without a response",
+			p.Elapsed.Seconds(), p.Acknowledged, p.Failed, p.InFlight, p.Unavailable, p.Exceptions)
+	}
 	return fmt.Sprintf("feed %5.1fs: %6.0f docs/s, %d acknowledged, %d failed, %d in flight, limit %s, %d×429, %d retries",
 		p.Elapsed.Seconds(), p.Rate, p.Acknowledged, p.Failed, p.InFlight, p.Limit, p.Throttled, p.Retries)
 }
@@ -37,7 +42,8 @@ func (f *Feeder) snapshot() Progress {
 		limit = strconv.FormatFloat(f.limiter.Stats().Limit, 'g', 4, 64)
 	}
 	w := &f.wire
-	return Progress{
+	_, _, paused := f.pause.stats()
+	return Progress{Paused: paused,
 		Acknowledged: f.ok.Load(), Failed: f.failed.Load(), InFlight: w.inFlight.Load(),
 		Requests: w.requests.Load(), Retries: w.retries.Load(), Throttled: w.throttled.Load(),
 		Unavailable: w.unavailable.Load(), Exceptions: w.exceptions.Load(), Limit: limit,

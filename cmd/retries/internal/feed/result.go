@@ -57,12 +57,16 @@ func (r Result) Summary() []byte {
 		{"retries.badinput.count", r.badInput},
 		{"retries.unsent.count", len(r.unsent)},
 		{"retries.unsent.ids", unsent},
+		{"retries.heldback.count", r.heldBack},
 		{"retries.unread.line", r.unread.line},
 		{"retries.unread.offset", r.unread.off},
 		{"retries.conditionnotmet.count", r.condFailed},
 		{"retries.remove.notfound.count", r.notFound},
 		{"retries.limiter", limiterJSON(r.Limiter)},
 		{"retries.budget", budgetJSON(r.Budget, r.refusals)},
+		{"retries.breaker", r.breakerJSON()},
+		{"retries.maxoutage.exceeded", r.outage != nil},
+		{"retries.failedfile.count", r.writtenJSON()},
 	}
 	var b bytes.Buffer
 	b.WriteString("{\n")
@@ -106,4 +110,26 @@ func budgetJSON(b *retries.Budget, refusals int64) any {
 		"window.seconds": 10, "window.deposits": s.Deposits, "window.retries": s.Retries,
 		"window.refusals": s.Refusals, "window.available": s.Available,
 	}
+}
+
+// breakerJSON is the breaker's final state and what the outages cost:
+// how often the feed paused, and for how long.
+func (r Result) breakerJSON() any {
+	if r.Breaker == nil {
+		return nil
+	}
+	s := r.Breaker.Stats()
+	return map[string]any{
+		"state": s.State.String(), "opened": s.Opened, "probes": s.Probes, "outage.failures": s.OutageFailures,
+		"paused.count": r.pauses, "paused.seconds": round3(r.paused.Seconds()),
+	}
+}
+
+// writtenJSON is the count of operations written to Config.Failed, or nil
+// without it.
+func (r Result) writtenJSON() any {
+	if !r.hasFailedFile {
+		return nil
+	}
+	return r.written
 }

@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -25,6 +26,8 @@ type wireStats struct {
 	retries                  atomic.Int64 // requests beyond the first of each operation
 	throttled                atomic.Int64 // 429 responses
 	unavailable              atomic.Int64 // 503 responses
+
+	lastFailure atomic.Pointer[string] // the last 5xx or error, described
 
 	mu                 sync.Mutex
 	codes              map[int]int64
@@ -54,6 +57,14 @@ func (s *wireStats) response(code int, latency time.Duration) {
 	s.latMax = max(s.latMax, latency)
 	s.latencySum += latency
 	s.mu.Unlock()
+}
+
+// failure describes the last 5xx response or error on the wire.
+func (s *wireStats) failure() string {
+	if d := s.lastFailure.Load(); d != nil {
+		return *d
+	}
+	return "no failure seen"
 }
 
 // latency returns the minimum, average and maximum time to a response
@@ -97,12 +108,44 @@ func (t wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
 		t.s.exceptions.Add(1)
+		d := err.Error()
+		t.s.lastFailure.Store(&d)
 		return nil, err
 	}
 	t.s.response(resp.StatusCode, time.Since(start))
 	resp.Body = &countingBody{ReadCloser: resp.Body, n: &t.s.responseBytes}
+	if resp.StatusCode/100 == 5 {
+		t.s.noteFailure(resp)
+	}
 	return resp, nil
 }
+
+// noteFailure keeps a description of a 5xx response, its status and
+// message, and leaves its body whole for the layers above.
+func (s *wireStats) noteFailure(resp *http.Response) {
+	head, err := io.ReadAll(io.LimitReader(resp.Body, maxFailureBody))
+	d := resp.Status
+	if len(head) > 0 {
+		d += ": " + message(head)
+	}
+	s.lastFailure.Store(&d)
+	rest := io.Reader(resp.Body)
+	if err != nil {
+		rest = errReader{err}
+	}
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), rest), resp.Body}
+}
+
+// maxFailureBody bounds the part of a 5xx body read for its message.
+const maxFailureBody = 4 << 10
+
+// errReader returns err from every Read.
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 // countingBody adds the bytes read from a response body to n.
 type countingBody struct {

@@ -1,0 +1,200 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed32e55400/retries"
+)
+
+// errTimeout is the cause of an operation's end when Config.Timeout ran out.
+var errTimeout = errors.New("timed out (-timeout)")
+
+// outageError is the cause of every operation's end when an outage lasted
+// longer than Config.MaxOutage.
+type outageError struct{ limit time.Duration }
+
+func (e *outageError) Error() string {
+	return fmt.Sprintf("the server has been out for longer than %v (-max-outage)", e.limit)
+}
+
+// pause is the feed's pause: it begins when the breaker opens and ends
+// when it closes. While paused the feed reads no input and the breaker
+// lets only probes through. Time spent paused does not count against an
+// operation's Config.Timeout (see opTimer).
+type pause struct {
+	mu      sync.Mutex
+	on      bool
+	since   time.Time     // the start of the current pause
+	total   time.Duration // over the pauses that ended
+	count   int64
+	resumed chan struct{} // closed when the current pause ends
+	// deferred are the operations' timers that ran out during the pause:
+	// they are looked at again when it ends.
+	deferred []*opTimer
+	limit    *time.Timer // ends the feed after Config.MaxOutage
+
+	waiting atomic.Pointer[chan struct{}] // resumed while paused; nil otherwise, read without mu
+}
+
+// clock returns the time spent paused so far, the current pause included.
+// p.mu is held.
+func (p *pause) clock(now time.Time) time.Duration {
+	if p.on {
+		return p.total + now.Sub(p.since)
+	}
+	return p.total
+}
+
+// begin starts a pause at now, unless one is on; onLimit is called if it
+// lasts maxOutage (> 0). It reports whether a pause began.
+func (p *pause) begin(now time.Time, maxOutage time.Duration, onLimit func()) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.on {
+		return false
+	}
+	p.on, p.since = true, now
+	p.count++
+	p.resumed = make(chan struct{})
+	p.waiting.Store(&p.resumed)
+	if maxOutage > 0 {
+		p.limit = time.AfterFunc(maxOutage, onLimit)
+	}
+	return true
+}
+
+// end ends the pause at now, if one is on, and returns how long it lasted.
+func (p *pause) end(now time.Time) (time.Duration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.on {
+		return 0, false
+	}
+	d := now.Sub(p.since)
+	p.on, p.total = false, p.total+d
+	if p.limit != nil {
+		p.limit.Stop()
+		p.limit = nil
+	}
+	close(p.resumed)
+	p.waiting.Store(nil)
+	for _, t := range p.deferred {
+		t.check(now, p.total)
+	}
+	p.deferred = nil
+	return d, true
+}
+
+// wait waits until no pause is on, or ctx ends.
+func (p *pause) wait(ctx context.Context) error {
+	ch := p.waiting.Load()
+	if ch == nil {
+		return ctx.Err()
+	}
+	select {
+	case <-*ch:
+		return ctx.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// stats returns the pauses so far and the time spent paused.
+func (p *pause) stats() (count int64, paused time.Duration, on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.count, p.clock(time.Now()), p.on
+}
+
+// opTimer ends an operation's context with errTimeout once the operation
+// has run for its timeout, not counting the time the feed was paused. It
+// holds one timer, like context.WithTimeout: when the timer runs out while
+// the feed is paused, the check waits for the pause to end, and the timer
+// is set again for what is left.
+type opTimer struct {
+	p       *pause
+	timeout time.Duration
+	start   time.Time
+	base    time.Duration // the pause clock at start
+	t       *time.Timer
+	cancel  context.CancelCauseFunc
+	done    atomic.Bool
+}
+
+// withTimeout returns a context for one operation that ends after timeout
+// of time not paused, and the function that releases it.
+func (p *pause) withTimeout(ctx context.Context, timeout time.Duration) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	now := time.Now()
+	p.mu.Lock()
+	o := &opTimer{p: p, timeout: timeout, start: now, base: p.clock(now), cancel: cancel}
+	o.t = time.AfterFunc(timeout, o.expire) // expire waits for p.mu: o.t is set first
+	p.mu.Unlock()
+	return ctx, func() {
+		o.done.Store(true)
+		o.t.Stop()
+		cancel(nil)
+	}
+}
+
+// expire runs when the timer runs out.
+func (o *opTimer) expire() {
+	p := o.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.on {
+		p.deferred = append(p.deferred, o)
+		return
+	}
+	o.check(time.Now(), p.total)
+}
+
+// check ends the operation if it has run for its timeout outside pauses,
+// given the pause clock now, or sets the timer for what is left. p.mu is
+// held.
+func (o *opTimer) check(now time.Time, clock time.Duration) {
+	if o.done.Load() {
+		return
+	}
+	active := now.Sub(o.start) - (clock - o.base)
+	if active >= o.timeout {
+		o.cancel(errTimeout)
+		return
+	}
+	o.t.Reset(o.timeout - active)
+}
+
+// onBreaker is the breaker's OnStateChange: the feed pauses when it
+// opens, and resumes when it closes.
+func (f *Feeder) onBreaker(from, to retries.BreakerState) {
+	now := time.Now()
+	switch {
+	case from == retries.BreakerClosed:
+		if f.pause.begin(now, f.cfg.MaxOutage, f.outageTooLong) {
+			limit := "until it answers"
+			if f.cfg.MaxOutage > 0 {
+				limit = fmt.Sprintf("for up to %v (-max-outage)", f.cfg.MaxOutage)
+			}
+			f.out.printf("retries feed: paused: the server is failing (%s); sending only probes, %s\n", f.wire.failure(), limit)
+		}
+	case to == retries.BreakerClosed:
+		if d, ok := f.pause.end(now); ok {
+			f.out.printf("retries feed: resumed: the server answers again, after a pause of %v\n", d.Round(100*time.Millisecond))
+		}
+	}
+}
+
+// outageTooLong ends the feed: the pause has lasted Config.MaxOutage.
+// Every operation in flight ends at once, with an *outageError.
+func (f *Feeder) outageTooLong() {
+	err := &outageError{limit: f.cfg.MaxOutage}
+	if f.outage.CompareAndSwap(nil, err) {
+		f.out.printf("retries feed: stopping: %v\n", err)
+		f.stop(err)
+	}
+}
