@@ -384,5 +384,5 @@ type outagePred struct {
 }
 
 func (o outagePred) match(v any, err error) bool { return !o.b.closed.Load() && o.p.match(v, err) }
-func (o outagePred) onValue() bool                 { return o.p.onValue() }
-func (o outagePred) String() string                { return "RetryIfOutage(" + o.p.String() + ")" }
+func (o outagePred) onValue() bool               { return o.p.onValue() }
+func (o outagePred) String() string              { return "RetryIfOutage(" + o.p.String() + ")" }
