@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/seed32e55400/retries/cmd/retries/internal/feedtest"
@@ -148,6 +149,9 @@ func TestFeedExitStatus(t *testing.T) {
 		{"missing_file", []string{"-url", srv.URL, filepath.Join(t.TempDir(), "nope.jsonl")}, exitUsage, "no such file"},
 		{"no_file", []string{"-url", srv.URL}, exitUsage, "name a FILE"},
 		{"bad_header", []string{"-url", srv.URL, "-header", "NoColon", good}, exitUsage, "want 'Name: value'"},
+		{"negative_max_outage", []string{"-url", srv.URL, "-max-outage", "-1s", good}, exitUsage, "-max-outage -1s: must not be negative"},
+		{"failed_is_input", []string{"-url", srv.URL, "-failed", good, good}, exitUsage, "is the input"},
+		{"failed_unwritable", []string{"-url", srv.URL, "-failed", filepath.Join(t.TempDir(), "no", "dir"), good}, exitUsage, "-failed: open"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runCmd(t, append([]string{"feed", "-q"}, tc.args...)...)
@@ -225,5 +229,40 @@ func TestFeedInterruptWhileReading(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), `"feeder.ok.count": 1,`) {
 		t.Errorf("summary:\n%s", &out)
+	}
+}
+
+// TestFeedFailedFile: -failed writes the operations not acknowledged, and
+// nothing when all were; feeding it again finishes the job.
+func TestFeedFailedFile(t *testing.T) {
+	t.Parallel()
+	var fixed atomic.Bool
+	srv := feedtest.New(t, func(r *http.Request, _ int) int {
+		if strings.HasSuffix(r.URL.Path, "/bad") && !fixed.Load() {
+			return http.StatusBadRequest
+		}
+		return 0
+	})
+	in := writeFile(t, `{"put":"id:a:b::1","fields":{}}`+"\n"+`{"put":"id:a:b::bad","fields":{"x": 1}}`+"\n"+`{"remove":"id:a:b::bad"}`+"\n")
+	failed := filepath.Join(t.TempDir(), "failed.jsonl")
+	code, out, stderr := runCmd(t, "feed", "-q", "-url", srv.URL, "-failed", failed, in)
+	if code != exitFail {
+		t.Errorf("exit status = %d, want %d; stderr:\n%s", code, exitFail, stderr)
+	}
+	data, err := os.ReadFile(failed)
+	if want := `{"put":"id:a:b::bad","fields":{"x":1}}` + "\n" + `{"remove":"id:a:b::bad"}` + "\n"; err != nil || string(data) != want {
+		t.Errorf("-failed file = %q, %v; want %q", data, err, want)
+	}
+	var sum map[string]any
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || sum["retries.failedfile.count"] != 2.0 {
+		t.Errorf("summary failedfile.count = %v (%v), want 2", sum["retries.failedfile.count"], err)
+	}
+	fixed.Store(true)
+	again := filepath.Join(t.TempDir(), "again.jsonl")
+	if code, _, stderr := runCmd(t, "feed", "-q", "-url", srv.URL, "-failed", again, failed); code != exitOK {
+		t.Errorf("feeding the -failed file: exit status %d; stderr:\n%s", code, stderr)
+	}
+	if data, err := os.ReadFile(again); err != nil || len(data) != 0 {
+		t.Errorf("-failed file of a complete feed = %q, %v; want it empty", data, err)
 	}
 }

@@ -465,12 +465,14 @@ func (f *Feeder) dispatch(ctx, sendCtx context.Context, op *Operation, slots cha
 			<-slots
 			f.mu.Lock()
 			q := f.busy[op.id]
+			if !ok { // the later operations must not overtake it
+				f.failedIDs[op.id] = true
+			}
 			switch {
 			case len(q) == 0:
 				delete(f.busy, op.id)
 				op = nil
-			case !ok: // the later operations must not overtake it
-				f.failedIDs[op.id] = true
+			case !ok:
 				for _, later := range q {
 					f.holdBack(later)
 					<-slots

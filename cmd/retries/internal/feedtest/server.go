@@ -124,3 +124,22 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// Down stops listening and closes every connection, so that new ones are
+// refused, as when a server goes away.
+func (s *Server) Down() {
+	_ = s.Listener.Close()
+	s.CloseClientConnections()
+}
+
+// Up listens again on the address Down gave up. It may be called from any
+// goroutine.
+func (s *Server) Up(t testing.TB) {
+	ln, err := net.Listen("tcp", s.Listener.Addr().String())
+	if err != nil {
+		t.Errorf("listening again: %v", err)
+		return
+	}
+	s.Listener = ln
+	go func() { _ = s.Config.Serve(ln) }()
+}

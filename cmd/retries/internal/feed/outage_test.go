@@ -1,0 +1,314 @@
+package feed
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/seed32e55400/retries/cmd/retries/internal/feedtest"
+)
+
+// puts returns n put operations on ids 0 to n-1, one a line.
+func puts(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `{"put":"id:ns:d::%d","fields":{"n":%d}}`+"\n", i, i)
+	}
+	return b.String()
+}
+
+// appliedIDs returns the user part of the ids of the documents srv applied.
+func appliedIDs(srv *feedtest.Server) map[string]int {
+	ids := map[string]int{}
+	for _, a := range srv.Applied() {
+		_, rest, _ := strings.Cut(a, " ")
+		path, _, _ := strings.Cut(rest, " ")
+		path, _, _ = strings.Cut(path, "?")
+		ids[path[strings.LastIndexByte(path, '/')+1:]]++
+	}
+	return ids
+}
+
+// TestFeedWaitsOutAnOutage: a server that answers 503, resets every
+// connection, or stops listening for 300 ms in the middle of a feed loses
+// it no document. The feed pauses, says why, sends few requests into the
+// outage, and resumes.
+func TestFeedWaitsOutAnOutage(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"503", "reset", "down"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			var (
+				mu       sync.Mutex
+				begun    bool
+				until    time.Time
+				inOutage atomic.Int64
+				srv      *feedtest.Server
+			)
+			const docs, outageAt, outage = 600, 150, 300 * time.Millisecond
+			srv = feedtest.New(t, func(r *http.Request, n int) int {
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case !begun && len(srv.Applied()) >= outageAt:
+					begun, until = true, time.Now().Add(outage)
+					if kind == "down" {
+						go srv.Down() // this request is answered; the next ones are refused
+						time.AfterFunc(outage, func() { srv.Up(t) })
+						return 0
+					}
+				case !begun || time.Now().After(until) || kind == "down":
+					return 0
+				}
+				inOutage.Add(1)
+				if kind == "reset" {
+					return feedtest.Reset
+				}
+				return http.StatusServiceUnavailable
+			})
+			cfg := testFeedConfig(srv.URL, nil)
+			cfg.MaxProbeInterval = 20 * time.Millisecond
+			res, sum, stderr := runTestFeed(t, context.Background(), cfg, puts(docs))
+			if !res.Complete() || res.ok != docs {
+				t.Errorf("complete %v, %d acknowledged; want all %d; stderr:\n%s", res.Complete(), res.ok, docs, stderr)
+			}
+			if got := appliedIDs(srv); len(got) != docs {
+				t.Errorf("%d documents applied, want %d", len(got), docs)
+			}
+			t.Logf("%d requests during the outage", inOutage.Load())
+			// About 20 to open, what was in flight, and a probe every 20 ms.
+			if n := inOutage.Load(); n > 120 {
+				t.Errorf("%d requests during the outage, want at most 120", n)
+			}
+			br, _ := sum["retries.breaker"].(map[string]any)
+			if br["opened"].(float64) < 1 || br["paused.count"].(float64) < 1 || br["state"] != "closed" {
+				t.Errorf("summary breaker = %v, want opened and paused, and closed at the end", br)
+			}
+			for _, w := range []string{"retries feed: paused: the server is failing (", "retries feed: resumed: "} {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr does not say %q:\n%s", w, stderr)
+				}
+			}
+			if kind == "503" && !strings.Contains(stderr, "(503 Service Unavailable: fault 503 for /document/v1/ns/d/docid/") {
+				t.Errorf("stderr does not give the failure's status and message:\n%s", stderr)
+			}
+		})
+	}
+}
+
+// failedOps parses a -failed file: each line one operation.
+func failedOps(t *testing.T, data []byte) []map[string]any {
+	t.Helper()
+	var ops []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		var op map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &op); err != nil {
+			t.Fatalf("-failed line %q: %v", sc.Text(), err)
+		}
+		ops = append(ops, op)
+	}
+	return ops
+}
+
+// TestFeedMaxOutage: a server that stops answering for good ends the feed
+// after MaxOutage. The Failed file then holds exactly the operations that
+// were not acknowledged, in input order per document, the unread rest of
+// the input included, and feeding it finishes the job.
+func TestFeedMaxOutage(t *testing.T) {
+	t.Parallel()
+	var gone atomic.Bool
+	var srv *feedtest.Server
+	srv = feedtest.New(t, func(*http.Request, int) int {
+		if gone.Load() || len(srv.Applied()) >= 100 {
+			gone.Store(true)
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	})
+	// 400 puts, and on every tenth document an update then a remove.
+	var in strings.Builder
+	var want []string // every operation, as "kind id"
+	for i := range 400 {
+		fmt.Fprintf(&in, `{"put":"id:ns:d::%d","fields":{"n":%d}}`+"\n", i, i)
+		want = append(want, fmt.Sprintf("put id:ns:d::%d", i))
+		if i%10 == 0 {
+			fmt.Fprintf(&in, `{"update": "id:ns:d::%d", "fields": {"n": {"assign": 1}}}`+"\n", i)
+			fmt.Fprintf(&in, `{"remove":"id:ns:d::%d"}`+"\n", i)
+			want = append(want, fmt.Sprintf("update id:ns:d::%d", i), fmt.Sprintf("remove id:ns:d::%d", i))
+		}
+	}
+	var failed bytes.Buffer
+	cfg := testFeedConfig(srv.URL, nil)
+	cfg.MaxProbeInterval = 20 * time.Millisecond
+	cfg.MaxOutage = 200 * time.Millisecond
+	cfg.Failed = &failed
+	res, sum, stderr := runTestFeed(t, context.Background(), cfg, in.String())
+	var oe *outageError
+	if res.Complete() || !errors.As(res.outage, &oe) || sum["retries.maxoutage.exceeded"] != true {
+		t.Errorf("complete %v, outage %v, summary %v; want the feed ended by the outage", res.Complete(), res.outage, sum["retries.maxoutage.exceeded"])
+	}
+	if w := "retries feed: stopping: the server has been out for longer than 200ms (-max-outage)"; !strings.Contains(stderr, w) {
+		t.Errorf("stderr does not say %q:\n%s", w, stderr)
+	}
+	// What was applied, and what the file holds, make up the input, in
+	// order per document.
+	var got []string
+	for _, a := range srv.Applied() {
+		method, rest, _ := strings.Cut(a, " ")
+		path, _, _ := strings.Cut(rest, " ")
+		id := "id:ns:d::" + path[strings.LastIndexByte(path, '/')+1:]
+		got = append(got, map[string]string{"POST": "put", "PUT": "update", "DELETE": "remove"}[method]+" "+id)
+	}
+	applied := len(got)
+	ops := failedOps(t, failed.Bytes())
+	for _, op := range ops {
+		for _, k := range []string{"put", "update", "remove"} {
+			if id, ok := op[k].(string); ok {
+				got = append(got, k+" "+id)
+			}
+		}
+	}
+	if sum["retries.failedfile.count"] != float64(len(ops)) || len(ops) == 0 {
+		t.Errorf("summary failedfile.count = %v, the file has %d operations", sum["retries.failedfile.count"], len(ops))
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d applied and %d in the file, want %d in all", applied, len(ops), len(want))
+	}
+	byID := func(ops []string) map[string][]string {
+		m := map[string][]string{}
+		for _, o := range ops {
+			_, id, _ := strings.Cut(o, " ")
+			m[id] = append(m[id], o)
+		}
+		return m
+	}
+	gotByID, wantByID := byID(got), byID(want)
+	for id, w := range wantByID {
+		if !slices.Equal(gotByID[id], w) {
+			t.Errorf("%s: applied then written %v, want %v", id, gotByID[id], w)
+		}
+	}
+	// Feeding the file finishes the job.
+	srv2 := feedtest.New(t, nil)
+	res2, _, stderr2 := runTestFeed(t, context.Background(), testFeedConfig(srv2.URL, nil), failed.String())
+	if !res2.Complete() || res2.ok != int64(len(ops)) {
+		t.Errorf("feeding the -failed file: complete %v, %d acknowledged, want %d; stderr:\n%s", res2.Complete(), res2.ok, len(ops), stderr2)
+	}
+}
+
+// TestFeedHoldsBackAfterFailure: after an operation fails, the later ones
+// on its document are not sent, so that feeding the failed ones again
+// applies them in order; the other documents go on.
+func TestFeedHoldsBackAfterFailure(t *testing.T) {
+	t.Parallel()
+	srv := feedtest.New(t, func(r *http.Request, _ int) int {
+		if r.Method == http.MethodPut {
+			return http.StatusBadRequest
+		}
+		return 0
+	})
+	in := `{"put":"id:ns:d::x","fields":{"n":1}}
+{"update":"id:ns:d::x","fields":{"n":{"assign":2}}}
+{"remove":"id:ns:d::x"}
+{"put":"id:ns:d::y","fields":{"n":3}}
+{"put":"id:ns:d::x",
+ "fields":{"n":4}}
+`
+	var failed bytes.Buffer
+	cfg := testFeedConfig(srv.URL, nil)
+	cfg.Concurrency = 1
+	cfg.Failed = &failed
+	res, sum, stderr := runTestFeed(t, context.Background(), cfg, in)
+	if res.ok != 2 || res.failed != 3 || sum["retries.heldback.count"] != 2.0 {
+		t.Errorf("ok %d, failed %d, held back %v; want 2, 3, 2; stderr:\n%s", res.ok, res.failed, sum["retries.heldback.count"], stderr)
+	}
+	for _, w := range []string{
+		"failed: line 2: update id:ns:d::x: 400 Bad Request",
+		"not sent: line 3: remove id:ns:d::x: an earlier operation on the document failed",
+		"not sent: line 5: put id:ns:d::x: an earlier operation on the document failed",
+	} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("stderr does not say %q:\n%s", w, stderr)
+		}
+	}
+	want := `{"update":"id:ns:d::x","fields":{"n":{"assign":2}}}
+{"remove":"id:ns:d::x"}
+{"put":"id:ns:d::x","fields":{"n":4}}
+`
+	if failed.String() != want {
+		t.Errorf("-failed file:\n%s\nwant:\n%s", failed.String(), want)
+	}
+}
+
+// TestTimeoutSkipsPauses: an operation's timeout counts the time the feed
+// is not paused only.
+func TestTimeoutSkipsPauses(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var p pause
+		start := time.Now()
+		ended := func(ctx context.Context) time.Duration {
+			<-ctx.Done()
+			if c := context.Cause(ctx); c != errTimeout {
+				t.Errorf("cause %v, want errTimeout", c)
+			}
+			return time.Since(start)
+		}
+		// No pause: 1 s.
+		ctx, release := p.withTimeout(t.Context(), time.Second)
+		if d := ended(ctx); d != time.Second {
+			t.Errorf("ended after %v, want 1s", d)
+		}
+		release()
+		// Paused from 0.5 s to 3 s, while the timer runs out: 3.5 s.
+		start = time.Now()
+		ctx, release = p.withTimeout(t.Context(), time.Second)
+		time.AfterFunc(500*time.Millisecond, func() { p.begin(time.Now(), 0, nil) })
+		time.AfterFunc(3*time.Second, func() { p.end(time.Now()) })
+		if d := ended(ctx); d != 3500*time.Millisecond {
+			t.Errorf("ended after %v, want 3.5s", d)
+		}
+		release()
+		// Paused from 0.2 s to 0.4 s, before the timer runs out: 1.2 s.
+		start = time.Now()
+		ctx, release = p.withTimeout(t.Context(), time.Second)
+		time.AfterFunc(200*time.Millisecond, func() { p.begin(time.Now(), 0, nil) })
+		time.AfterFunc(400*time.Millisecond, func() { p.end(time.Now()) })
+		if d := ended(ctx); d != 1200*time.Millisecond {
+			t.Errorf("ended after %v, want 1.2s", d)
+		}
+		release()
+		// Started during a pause (0 s to 2 s), which counts only from the
+		// start: 2.5 s after a start at 1.5 s.
+		start = time.Now()
+		p.begin(time.Now(), 0, nil)
+		time.Sleep(1500 * time.Millisecond)
+		ctx, release = p.withTimeout(t.Context(), time.Second)
+		time.AfterFunc(500*time.Millisecond, func() { p.end(time.Now()) })
+		if d := ended(ctx); d != 3*time.Second {
+			t.Errorf("ended %v after the pause began, want 3s", d)
+		}
+		release()
+		if n, paused, on := p.stats(); n != 3 || paused != 4700*time.Millisecond || on {
+			t.Errorf("stats() = %d, %v, %v; want 3 pauses, 4.7s, not on", n, paused, on)
+		}
+		// A released operation never ends by its timer.
+		ctx, release = p.withTimeout(t.Context(), time.Second)
+		release()
+		if context.Cause(ctx) != context.Canceled {
+			t.Errorf("cause after release = %v, want context.Canceled", context.Cause(ctx))
+		}
+	})
+}
