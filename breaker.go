@@ -358,8 +358,10 @@ func (b *Breaker) wakeWaiters() {
 // while b is open or half-open does not count against the policy's
 // [Stop] or its [Budget], and the policy does not wait after it (b paces
 // the next one); State.OutageAttempts counts them. Put b on the layer that
-// reaches the server, beside a [Limiter]. Copies share b; a nil b removes
-// it. None of the seven policies has one.
+// reaches the server, beside a [Limiter] (an attempt that waited for the
+// limiter while b opened waits for b again); with an outer layer that
+// retries the failures, see [RetryIfOutage]. Copies share b; a nil b
+// removes it. None of the seven policies has one.
 func WithBreaker(b *Breaker) Option { return func(p *Policy) { p.shared.breaker = b } }
 
 // RetryIfOutage returns a predicate that retries what p retries, but only

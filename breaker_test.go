@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -309,6 +310,64 @@ func TestBreakerThroughTransport(t *testing.T) {
 			t.Errorf("%d requests answered 503, want at most 100", n)
 		}
 	})
+}
+
+// TestBreakerThroughTransportLoopback: a real server on 127.0.0.1 that
+// answers 503 for 300 ms, behind DocV1 around Throttle through two
+// Transports, with the breaker and a limiter on the inner one, loses no
+// request of 16 goroutines, and few reach it while it fails.
+func TestBreakerThroughTransportLoopback(t *testing.T) {
+	t.Parallel()
+	var (
+		mu       sync.Mutex
+		from, to time.Time
+		served   atomic.Int64
+		during   atomic.Int64
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if served.Add(1) == 200 {
+			from = time.Now()
+			to = from.Add(300 * time.Millisecond)
+		}
+		out := !from.IsZero() && time.Now().Before(to)
+		mu.Unlock()
+		if out {
+			during.Add(1)
+			http.Error(w, "no distributor", http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	b := retries.NewBreaker(retries.BreakerConfig{MaxProbeInterval: 20 * time.Millisecond})
+	inner := retries.Throttle.Copy(retries.WithBreaker(b), retries.WithLimiter(retries.NewLimiter(retries.LimiterConfig{})),
+		retries.WithRetry(retries.RetryAny(retries.Throttle.Retry(), retries.RetryIfOutage(b, retries.DocV1.Retry()))))
+	outer := retries.DocV1.Copy(retries.WithWait(retries.WaitNone()))
+	client := &http.Client{Transport: retries.NewTransport(retries.NewTransport(http.DefaultTransport, inner), outer)}
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for served.Load() < 2000 {
+				resp, err := client.Post(srv.URL, "application/json", strings.NewReader(`{"fields":{}}`))
+				if err != nil {
+					t.Errorf("request failed: %v", err)
+					return
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Errorf("request answered %s", resp.Status)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d requests, %d answered 503", served.Load(), during.Load())
+	if s := b.Stats(); s.Opened == 0 || s.State != retries.BreakerClosed {
+		t.Errorf("Stats() = %+v, want opened, and closed again", s)
+	}
+	if n := during.Load(); n > 100 {
+		t.Errorf("%d requests answered 503, want at most 100", n)
+	}
 }
 
 // roundTripFunc is an http.RoundTripper made of a function.
