@@ -281,15 +281,19 @@ func (f *Feeder) run(ctx context.Context, src opSource) Result {
 	var wg sync.WaitGroup
 	res, eof := f.dispatchAll(runCtx, sendCtx, items, &wg)
 	wg.Wait()
+	f.pause.disarm() // a feed that ended paused is not stopped later
 	close(finished)
 	if progressDone != nil {
 		<-progressDone
 	}
 	f.settle(&res, time.Since(start))
+	if err := f.outage.Load(); err != nil {
+		res.outage = err
+	}
 	if !eof {
 		why := "interrupted"
-		if err := f.outage.Load(); err != nil {
-			why, res.outage = "stopped", err
+		if res.outage != nil {
+			why = "stopped"
 		}
 		f.out.printf("retries feed: %s: the input from %v on was not read\n", why, res.unread)
 		if f.failedOut != nil {
@@ -543,9 +547,10 @@ func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
 		if errors.As(err, &ue) && ue.Err != nil {
 			err = ue.Err
 		}
-		// Say why the operation's context ended, when the feed ended it.
-		if cause := context.Cause(ctx); cause == errTimeout || errors.As(cause, new(*outageError)) {
-			err = fmt.Errorf("%v: %w", cause, err)
+		// An outage that outlasted MaxOutage is the whole story; a
+		// timeout is named by the error itself (the context's cause).
+		if cause := context.Cause(ctx); errors.As(cause, new(*outageError)) {
+			err = cause
 		}
 		f.fail(op, err)
 		return false

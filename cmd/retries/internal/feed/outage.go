@@ -90,6 +90,16 @@ func (p *pause) end(now time.Time) (time.Duration, bool) {
 	return d, true
 }
 
+// disarm stops the MaxOutage timer of the current pause, if any.
+func (p *pause) disarm() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.limit != nil {
+		p.limit.Stop()
+		p.limit = nil
+	}
+}
+
 // wait waits until no pause is on, or ctx ends.
 func (p *pause) wait(ctx context.Context) error {
 	ch := p.waiting.Load()
