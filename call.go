@@ -69,9 +69,9 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 		return loop(&c, p, fn, do, v, nil, false)
 	}
 	// The fast path: with nothing to call before an attempt and no ticket
-	// to hold (a closed breaker lends none), the first attempt runs here, before the call's state exists
-	// and outside its deferred release, so that a first-try success costs
-	// little more than fn.
+	// to hold (a closed breaker lends none), the first attempt runs here,
+	// before the call's state exists and outside its deferred release, so
+	// that a first-try success costs little more than fn.
 	var err error
 	if do != nil {
 		err = do(ctx)
