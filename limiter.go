@@ -367,7 +367,7 @@ func (l *Limiter) dispatch(now time.Duration) {
 // and the in-flight limit is far away. l.mu is held (or l is new).
 func (l *Limiter) updateFast() {
 	f := int64(0)
-	if l.waiters == 0 && l.ctl.bucket.rate == 0 {
+	if l.waiters == 0 && l.ctl.bucket.rate == 0 && l.ctl.bucket.until == 0 {
 		f = int64(l.ctl.slots() / 2)
 	}
 	l.fast.Store(f)
@@ -383,7 +383,14 @@ func (l *Limiter) returnUnused(p Permit) {
 
 // Release ends the attempt and reports s about it to the Limiter. Release
 // a Permit exactly once; releasing the zero Permit does nothing.
-func (p Permit) Release(s Signal) {
+func (p Permit) Release(s Signal) { p.release(s, 0) }
+
+// maxHold caps the time a Retry-After holds a Limiter back.
+const maxHold = 10 * time.Second
+
+// release is Release; a backpressure signal with hold > 0 (the outcome's
+// Retry-After) also holds every attempt back for hold, at most maxHold.
+func (p Permit) release(s Signal, hold time.Duration) {
 	l := p.l
 	if l == nil {
 		return
@@ -418,6 +425,9 @@ func (p Permit) Release(s Signal) {
 		l.ctl.admitted.record(now, l.drain(w))
 	}
 	l.ctl.learn(p.sample(), s, now)
+	if s == SignalBackpressure && hold > 0 {
+		l.ctl.hold(now + min(hold, maxHold))
+	}
 	l.dispatch(now)
 	l.mu.Unlock()
 }
@@ -508,6 +518,8 @@ func defaultBackpressure(v any, err error) bool {
 
 // WithLimiter attaches l to the policy: every attempt acquires a permit
 // from l first and releases it with what its outcome says about the server.
-// A retry after backpressure skips the policy's wait, since l paces it.
-// Copies share l; a nil l removes it.
+// A retry after backpressure skips the policy's wait, since l paces it;
+// when that outcome carries a Retry-After header, l holds every attempt
+// back for that long (at most 10 s), then lets one through until its
+// outcome comes back. Copies share l; a nil l removes it.
 func WithLimiter(l *Limiter) Option { return func(p *Policy) { p.shared.limiter = l } }

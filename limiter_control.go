@@ -56,6 +56,9 @@ type control struct {
 
 	lastCong, lastRateCut, lastGrow time.Duration
 	share                           float64 // smoothed share of backpressure
+	// probing is set by a Retry-After hold: once it ends, one attempt goes
+	// until an outcome comes back.
+	probing bool
 }
 
 const (
@@ -100,10 +103,25 @@ func newControl(cfg LimiterConfig) control {
 }
 
 // slots returns the in-flight limit as a count.
-func (c *control) slots() int { return max(1, int(c.limit)) }
+func (c *control) slots() int {
+	if c.probing {
+		return 1
+	}
+	return max(1, int(c.limit))
+}
+
+// hold gives no permit before t (a Retry-After), and then one until an
+// outcome comes back.
+func (c *control) hold(t time.Duration) {
+	c.bucket.holdUntil(t)
+	c.probing = true
+}
 
 // learn updates the limits with what an attempt's release reported at now.
 func (c *control) learn(s sample, sig Signal, now time.Duration) {
+	if sig != SignalIgnore {
+		c.probing = false
+	}
 	switch sig {
 	case SignalSuccess:
 		if s.sent >= 0 {
@@ -207,6 +225,14 @@ type bucket struct {
 	rate   perSecond
 	tokens float64
 	at     time.Duration // when tokens was brought up to date
+	until  time.Duration // no token before this (a Retry-After); 0: none
+}
+
+// holdUntil gives no token before t, and none saved up from before t.
+func (b *bucket) holdUntil(t time.Duration) {
+	b.until = max(b.until, t)
+	b.tokens = min(b.tokens, 0)
+	b.at = max(b.at, b.until)
 }
 
 // start turns the rate limit on at r, with an empty bucket.
@@ -218,6 +244,12 @@ func (b *bucket) size() float64 { return max(1, float64(b.rate)*rateBurst.Second
 // available refills the bucket up to now and returns its tokens; without a
 // rate limit there is always a token.
 func (b *bucket) available(now time.Duration) float64 {
+	if b.until != 0 {
+		if now < b.until {
+			return 0
+		}
+		b.until = 0
+	}
 	if b.rate == 0 {
 		return math.Inf(1)
 	}
@@ -248,6 +280,9 @@ func (b *bucket) refund() {
 
 // untilToken returns the time until the bucket holds a token.
 func (b *bucket) untilToken(now time.Duration) time.Duration {
+	if now < b.until {
+		return b.until - now
+	}
 	if b.rate == 0 {
 		return 0
 	}

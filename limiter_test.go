@@ -2,6 +2,8 @@ package retries_test
 
 import (
 	"context"
+	"net/http"
+	"slices"
 	"errors"
 	"strings"
 	"sync"
@@ -428,4 +430,62 @@ func TestLimiterHoldsOnLatency(t *testing.T) {
 			t.Errorf("after 5 s: %.0f/s and up to %d in flight; want ≥ 1455/s and ≤ 40 (64 workers would queue 50)", perSecond, maxInFlight)
 		}
 	})
+}
+
+// TestLimiterRetryAfter: a server that answers 429 with Retry-After: 2
+// from 1 s to 7 s is sent almost nothing in that time by 16 goroutines
+// sharing a limiter: after the attempts in flight when it began, one probe
+// every 2 s. A Retry-After of an hour holds it back 10 s, not an hour.
+func TestLimiterRetryAfter(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, header string
+		probes       []time.Duration // when the attempts after the first answer start, to the millisecond
+	}{
+		// Each attempt takes 1 ms, and a hold starts when its answer comes.
+		{"2s", "2", []time.Duration{3001 * time.Millisecond, 5002 * time.Millisecond, 7003 * time.Millisecond}},
+		{"capped", "3600", []time.Duration{11001 * time.Millisecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				var mu sync.Mutex
+				var after []time.Duration // the attempts after the spell's first answer
+				throttle := &retries.StatusError{StatusCode: 429, Header: http.Header{"Retry-After": {tc.header}}}
+				call := func(context.Context) error {
+					at := time.Since(start)
+					if at > time.Second {
+						mu.Lock()
+						after = append(after, at.Truncate(time.Millisecond))
+						mu.Unlock()
+					}
+					time.Sleep(time.Millisecond)
+					if at >= time.Second && at < 7*time.Second {
+						return throttle
+					}
+					return nil
+				}
+				l := retries.NewLimiter(retries.LimiterConfig{})
+				p := retries.Throttle.Copy(retries.WithLimiter(l))
+				var wg sync.WaitGroup
+				for range 16 {
+					wg.Go(func() {
+						for time.Since(start) < 7*time.Second {
+							if err := p.Do(t.Context(), call); err != nil {
+								t.Errorf("Do() = %v", err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				// The first probe after each hold; then, once the spell is
+				// over, every goroutine's last call.
+				n := len(tc.probes)
+				if len(after) < n || !slices.Equal(after[:n], tc.probes) {
+					t.Errorf("attempts after 1 s start at %v, want %v first", after, tc.probes)
+				}
+			})
+		})
+	}
 }

@@ -3,6 +3,7 @@ package retries
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // shared holds the objects that a policy and its copies share with every
@@ -138,11 +139,16 @@ func breakerJudge(v any, err error, retried, ctxDone bool, l *Limiter) breakerOu
 	return breakerSuccess
 }
 
+// reportPermit releases t's permit with what the outcome tells the limiter.
+// Backpressure with a Retry-After header also holds the limiter back for
+// that long (capped), so that no call sends an attempt before it.
 func (s *shared) reportPermit(t *ticket, v any, err error, retried bool) (paced bool) {
 	sig := SignalSuccess
+	var hold time.Duration
 	switch {
 	case retried && s.limiter.backpressure(v, err):
 		sig, paced = SignalBackpressure, true
+		hold, _ = retryAfterHint(State{Value: v, Err: err})
 	case retried:
 		sig = SignalFailure
 	case err != nil:
@@ -150,7 +156,7 @@ func (s *shared) reportPermit(t *ticket, v any, err error, retried bool) (paced 
 	case v != nil:
 		sig = successSignal(v)
 	}
-	t.permit.Release(sig)
+	t.permit.release(sig, hold)
 	t.permit = Permit{}
 	return paced
 }

@@ -80,6 +80,12 @@ func (f *headerFlag) Set(s string) error {
 var feedOuter = retries.DocV1.Copy(retries.WithWait(retries.WaitRandomExponential(
 	retries.Exponential{Multiplier: 200 * time.Millisecond, Max: 2 * time.Second})))
 
+// feedInner is the inner layer of a feed: Throttle, waiting what a
+// Retry-After header asks for (at most 10 s, as the limiter holds back)
+// when there is one. With the limiter, which paces these retries itself,
+// the wait is skipped.
+var feedInner = retries.Throttle.Copy(retries.WithWait(retries.WaitRetryAfter(retries.Throttle.Wait(), 10*time.Second)))
+
 // feedFlags are the flags of the feed command.
 type feedFlags struct {
 	url                      string
@@ -144,7 +150,7 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	cfg := feed.Config{
 		URL: f.url, Header: f.header.h, Concurrency: f.concurrency, Connections: f.connections, HTTP2: f.http2,
 		Timeout: f.timeout, AttemptTimeout: feedAttemptTimeout, Grace: feedGrace, MaxOutage: f.maxOutage,
-		Outer: feedOuter, Inner: retries.Throttle,
+		Outer: feedOuter, Inner: feedInner,
 		Budget:   retries.NewBudget(feedBudgetRatio, feedBudgetPerSecond),
 		Progress: time.Second, Log: stderr,
 	}

@@ -14,7 +14,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
+	"github.com/seed32e55400/retries"
 	"github.com/seed32e55400/retries/cmd/retries/internal/feedtest"
 )
 
@@ -264,5 +267,30 @@ func TestFeedFailedFile(t *testing.T) {
 	}
 	if data, err := os.ReadFile(again); err != nil || len(data) != 0 {
 		t.Errorf("-failed file of a complete feed = %q, %v; want it empty", data, err)
+	}
+}
+
+// TestFeedInnerHonoursRetryAfter: without the limiter (-concurrency N),
+// the feed's inner layer waits what a 429's Retry-After asks for, at most
+// 10 s, and Throttle's own wait otherwise.
+func TestFeedInnerHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		header string
+		want   time.Duration
+	}{{"3", 3 * time.Second}, {"3600", 10 * time.Second}} {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			calls := 0
+			err := feedInner.Do(t.Context(), func(context.Context) error {
+				if calls++; calls == 1 {
+					return &retries.StatusError{StatusCode: 429, Header: http.Header{"Retry-After": {tc.header}}}
+				}
+				return nil
+			})
+			if took := time.Since(start); err != nil || took != tc.want {
+				t.Errorf("Retry-After %s: Do() = %v after %v, want nil after %v", tc.header, err, took, tc.want)
+			}
+		})
 	}
 }
