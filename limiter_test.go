@@ -2,9 +2,9 @@ package retries_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
-	"errors"
 	"strings"
 	"sync"
 	"testing"
