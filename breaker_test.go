@@ -341,7 +341,10 @@ func TestBreakerThroughTransportLoopback(t *testing.T) {
 	b := retries.NewBreaker(retries.BreakerConfig{MaxProbeInterval: 20 * time.Millisecond})
 	inner := retries.Throttle.Copy(retries.WithBreaker(b), retries.WithLimiter(retries.NewLimiter(retries.LimiterConfig{})),
 		retries.WithRetry(retries.RetryAny(retries.Throttle.Retry(), retries.RetryIfOutage(b, retries.DocV1.Retry()))))
-	outer := retries.DocV1.Copy(retries.WithWait(retries.WaitNone()))
+	// The outer layer waits 20 ms between attempts, long enough for the
+	// failures of the 16 goroutines to open the breaker: with no wait, one
+	// goroutine could spend its 3 attempts before it opens.
+	outer := retries.DocV1.Copy(retries.WithWait(retries.WaitFixed(20 * time.Millisecond)))
 	client := &http.Client{Transport: retries.NewTransport(retries.NewTransport(http.DefaultTransport, inner), outer)}
 	var wg sync.WaitGroup
 	for range 16 {
