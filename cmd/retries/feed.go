@@ -21,6 +21,8 @@ const (
 	// -connections.
 	maxFeedConcurrency = 4096
 	maxFeedConnections = 4096
+	// maxFeedTrace bounds -trace: Vespa's trace levels go up to 9.
+	maxFeedTrace = 9
 	// feedTimeout bounds one operation, its waits and retries included,
 	// but not the time the feed is paused by an outage.
 	feedTimeout = 2 * time.Minute
@@ -93,6 +95,10 @@ type feedFlags struct {
 	http2, quiet             bool
 	timeout, maxOutage       time.Duration
 	failed                   string
+	route                    string
+	trace                    int
+	serverTimeout            time.Duration
+	dryRun                   bool
 	header                   headerFlag
 }
 
@@ -107,6 +113,10 @@ func addFeedFlags(fs *flag.FlagSet, f *feedFlags) {
 	fs.StringVar(&f.failed, "failed", "", "write every operation not acknowledged to `FILE`, in feed format: the failed, the unsent and the unread rest")
 	fs.BoolVar(&f.quiet, "q", false, "no progress lines")
 	fs.Var(&f.header, "header", "`Name: value` sent with every request (repeatable); never printed")
+	fs.StringVar(&f.route, "route", "", "the document/v1 route `R` of every operation; empty: the server's default")
+	intVar(fs, &f.trace, "trace", 0, 0, maxFeedTrace, "the document/v1 tracelevel `N`; a failed operation's report quotes the trace; 0: none")
+	fs.DurationVar(&f.serverTimeout, "server-timeout", 0, "the document/v1 timeout of each request, at least 1ms; 0: the server's default")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "send dryRun=true: the server parses each operation and writes nothing (a speed test of the client and network)")
 }
 
 // runFeed is the feed command.
@@ -129,6 +139,8 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return usageErrorf("feed: -timeout %v: must not be negative", f.timeout)
 	case f.maxOutage < 0:
 		return usageErrorf("feed: -max-outage %v: must not be negative", f.maxOutage)
+	case f.serverTimeout != 0 && f.serverTimeout < time.Millisecond:
+		return usageErrorf("feed: -server-timeout %v: want 0 or at least 1ms", f.serverTimeout)
 	}
 	in := stdin
 	var inFile *os.File
@@ -149,7 +161,8 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	cfg := feed.Config{
 		URL: f.url, Header: f.header.h, Concurrency: f.concurrency, Connections: f.connections, HTTP2: f.http2,
-		Timeout: f.timeout, AttemptTimeout: feedAttemptTimeout, Grace: feedGrace, MaxOutage: f.maxOutage,
+		Timeout: f.timeout, AttemptTimeout: attemptTimeout(f.serverTimeout), Grace: feedGrace, MaxOutage: f.maxOutage,
+		Route: f.route, TraceLevel: f.trace, ServerTimeout: f.serverTimeout, DryRun: f.dryRun,
 		Outer: feedOuter, Inner: feedInner,
 		Budget:   retries.NewBudget(feedBudgetRatio, feedBudgetPerSecond),
 		Progress: time.Second, Log: stderr,
@@ -190,6 +203,13 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 type fileWriter struct{ f *os.File }
 
 func (w *fileWriter) Write(p []byte) (int, error) { return w.f.Write(p) }
+
+// attemptTimeout is a request's time to its response header: 30 s, or,
+// with a longer -server-timeout, that and a tenth more and a second, so
+// that the server's own timeout answers first.
+func attemptTimeout(server time.Duration) time.Duration {
+	return max(feedAttemptTimeout, server+server/10+time.Second)
+}
 
 // errSilent makes the command exit 1 without a message of its own: the
 // feed has reported each failure already.

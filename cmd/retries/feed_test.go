@@ -154,6 +154,8 @@ func TestFeedExitStatus(t *testing.T) {
 		{"bad_header", []string{"-url", srv.URL, "-header", "NoColon", good}, exitUsage, "want 'Name: value'"},
 		{"negative_max_outage", []string{"-url", srv.URL, "-max-outage", "-1s", good}, exitUsage, "-max-outage -1s: must not be negative"},
 		{"failed_is_input", []string{"-url", srv.URL, "-failed", good, good}, exitUsage, "is the input"},
+		{"server_timeout_too_short", []string{"-url", srv.URL, "-server-timeout", "500us", good}, exitUsage, "want 0 or at least 1ms"},
+		{"trace_too_high", []string{"-url", srv.URL, "-trace", "10", good}, exitUsage, "-trace"},
 		{"failed_unwritable", []string{"-url", srv.URL, "-failed", filepath.Join(t.TempDir(), "no", "dir"), good}, exitUsage, "-failed: open"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -292,5 +294,17 @@ func TestFeedInnerHonoursRetryAfter(t *testing.T) {
 				t.Errorf("Retry-After %s: Do() = %v after %v, want nil after %v", tc.header, err, took, tc.want)
 			}
 		})
+	}
+}
+
+// TestAttemptTimeout: a request waits 30 s for its response header, or
+// longer than a longer -server-timeout, so that the server answers first.
+func TestAttemptTimeout(t *testing.T) {
+	for server, want := range map[time.Duration]time.Duration{
+		0: 30 * time.Second, 5 * time.Second: 30 * time.Second, time.Minute: 67 * time.Second,
+	} {
+		if got := attemptTimeout(server); got != want {
+			t.Errorf("attemptTimeout(%v) = %v, want %v", server, got, want)
+		}
 	}
 }

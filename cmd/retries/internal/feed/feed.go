@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,6 +45,15 @@ type Config struct {
 	Timeout        time.Duration
 	AttemptTimeout time.Duration // per request, until the response header; 0: none
 	Grace          time.Duration // how long an interrupted feed waits for the requests in flight
+
+	// Route, TraceLevel, ServerTimeout and DryRun are document/v1's
+	// request parameters route, tracelevel, timeout and dryRun, sent with
+	// every operation when set; a failed operation's report quotes the
+	// trace the server returned.
+	Route         string
+	TraceLevel    int
+	ServerTimeout time.Duration
+	DryRun        bool
 
 	// MaxOutage ends the feed when it has been paused by an outage for
 	// this long; 0: no limit. The feed pauses while its breaker is open.
@@ -119,6 +129,7 @@ func (r Result) Complete() bool { return r.failed == 0 && r.unread.line == 0 }
 type Feeder struct {
 	cfg                    Config
 	base                   string       // the endpoint without a trailing slash
+	params                 string       // the request parameters of every operation, encoded; "" if none
 	safeOps, unsafeOps     *http.Client // clients for operations safe to repeat or not (retrySafe, retryUnsafe)
 	transport              *http.Transport
 	limiter                *retries.Limiter
@@ -158,6 +169,7 @@ func New(cfg Config) (*Feeder, error) {
 	if cfg.Failed != nil {
 		f.failedOut = &failedWriter{w: cfg.Failed}
 	}
+	f.params = requestParams(cfg)
 	f.breaker = retries.NewBreaker(retries.BreakerConfig{MaxProbeInterval: cfg.MaxProbeInterval, OnStateChange: f.onBreaker})
 	f.progressOut = f.out
 	if cfg.ProgressOut != nil {
@@ -521,7 +533,15 @@ func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
 	if op.body != nil {
 		body = bytes.NewReader(op.body)
 	}
-	req, err := http.NewRequestWithContext(ctx, op.kind.method(), f.base+op.path, body)
+	target := f.base + op.path
+	if f.params != "" {
+		sep := "?"
+		if strings.Contains(op.path, "?") {
+			sep = "&"
+		}
+		target += sep + f.params
+	}
+	req, err := http.NewRequestWithContext(ctx, op.kind.method(), target, body)
 	if err != nil {
 		f.fail(op, err)
 		return false
@@ -564,7 +584,13 @@ func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
 	case resp.StatusCode == http.StatusNotFound && op.kind == Remove:
 		f.notFound.Add(1) // an answer: there was nothing to remove
 	default:
-		f.fail(op, fmt.Errorf("%s: %s", resp.Status, message(data)))
+		msg := message(data)
+		if f.cfg.TraceLevel > 0 {
+			if tr := trace(data); tr != "" {
+				msg += "; trace: " + tr
+			}
+		}
+		f.fail(op, fmt.Errorf("%s: %s", resp.Status, msg))
 		return false
 	}
 	f.ok.Add(1)
@@ -600,6 +626,44 @@ func message(body []byte) string {
 		return "(empty body)"
 	}
 	return cut(s, maxMessage)
+}
+
+// maxTrace bounds the part of a trace quoted in a report.
+const maxTrace = 2000
+
+// trace returns the "trace" of a document/v1 response body as JSON, cut
+// short, or "".
+func trace(body []byte) string {
+	var v struct {
+		Trace json.RawMessage `json:"trace"`
+	}
+	if json.Unmarshal(body, &v) != nil || len(v.Trace) == 0 {
+		return ""
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, v.Trace) != nil {
+		return ""
+	}
+	return cut(b.String(), maxTrace)
+}
+
+// requestParams encodes the document/v1 request parameters of cfg, as
+// Vespa's clients send them: the timeout in milliseconds ("5000ms").
+func requestParams(cfg Config) string {
+	q := url.Values{}
+	if cfg.ServerTimeout > 0 {
+		q.Set("timeout", strconv.FormatInt(cfg.ServerTimeout.Milliseconds(), 10)+"ms")
+	}
+	if cfg.Route != "" {
+		q.Set("route", cfg.Route)
+	}
+	if cfg.TraceLevel > 0 {
+		q.Set("tracelevel", strconv.Itoa(cfg.TraceLevel))
+	}
+	if cfg.DryRun {
+		q.Set("dryRun", "true")
+	}
+	return q.Encode()
 }
 
 // cut shortens s to at most n runes, marking the cut with "…".

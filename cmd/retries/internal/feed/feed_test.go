@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -463,3 +464,46 @@ func TestFeedBudgetRefusal(t *testing.T) {
 // TestFeedInterruptWhileReading interrupts a feed whose input blocks, as a
 // quiet pipe on stdin does: the feed ends anyway and says what it did not
 // read.
+
+// TestFeedRequestParams: route, tracelevel, timeout and dryRun go with
+// every operation, after its own condition and create, as Vespa's clients
+// send them; a failed operation's report quotes the trace.
+func TestFeedRequestParams(t *testing.T) {
+	t.Parallel()
+	srv := feedtest.New(t, nil)
+	cfg := testFeedConfig(srv.URL, nil)
+	cfg.Route, cfg.TraceLevel, cfg.ServerTimeout, cfg.DryRun = "a/b c", 3, 5500*time.Millisecond, true
+	in := `{"put":"id:ns:d::1","fields":{}}
+{"update":"id:ns:d::2","create":true,"condition":"d.x==1","fields":{}}
+{"remove":"id:ns:d::3"}
+`
+	res, _, stderr := runTestFeed(t, context.Background(), cfg, in)
+	if !res.Complete() {
+		t.Fatalf("feed incomplete; stderr:\n%s", stderr)
+	}
+	const params = "dryRun=true&route=a%2Fb+c&timeout=5500ms&tracelevel=3"
+	want := []string{
+		"POST /document/v1/ns/d/docid/1?" + params + ` {"fields":{}}`,
+		"PUT /document/v1/ns/d/docid/2?condition=d.x%3D%3D1&create=true&" + params + ` {"fields":{}}`,
+		"DELETE /document/v1/ns/d/docid/3?" + params,
+	}
+	got := srv.Applied()
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("applied:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	tracing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, `{"message": "no such field", "trace": [ {"message": "parsed"} ]}`)
+	}))
+	defer tracing.Close()
+	cfg = testFeedConfig(tracing.URL, nil)
+	cfg.TraceLevel = 1
+	_, _, stderr = runTestFeed(t, context.Background(), cfg, `{"put":"id:ns:d::1","fields":{"x":1}}`)
+	if w := `400 Bad Request: no such field; trace: [{"message":"parsed"}]`; !strings.Contains(stderr, w) {
+		t.Errorf("stderr does not quote the trace %q:\n%s", w, stderr)
+	}
+}
