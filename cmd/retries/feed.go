@@ -93,6 +93,8 @@ type feedFlags struct {
 	url                      string
 	concurrency, connections int
 	http2, quiet             bool
+	progress                 time.Duration
+	progressJSON             bool
 	timeout, maxOutage       time.Duration
 	failed                   string
 	route                    string
@@ -111,7 +113,9 @@ func addFeedFlags(fs *flag.FlagSet, f *feedFlags) {
 	fs.DurationVar(&f.timeout, "timeout", feedTimeout, "time limit of each operation, its retries included, not counting the time paused by an outage; 0: none")
 	fs.DurationVar(&f.maxOutage, "max-outage", feedMaxOutage, "end the feed when the server has been out for this long; 0: wait for ever")
 	fs.StringVar(&f.failed, "failed", "", "write every operation not acknowledged to `FILE`, in feed format: the failed, the unsent and the unread rest")
-	fs.BoolVar(&f.quiet, "q", false, "no progress lines")
+	fs.BoolVar(&f.quiet, "q", false, "no progress lines (as -progress 0)")
+	fs.DurationVar(&f.progress, "progress", time.Second, "time between progress reports on stderr; 0: none")
+	fs.BoolVar(&f.progressJSON, "progress-json", false, "write each progress report as one JSON line with the summary's keys so far")
 	fs.Var(&f.header, "header", "`Name: value` sent with every request (repeatable); never printed")
 	fs.StringVar(&f.route, "route", "", "the document/v1 route `R` of every operation; empty: the server's default")
 	intVar(fs, &f.trace, "trace", 0, 0, maxFeedTrace, "the document/v1 tracelevel `N`; a failed operation's report quotes the trace; 0: none")
@@ -139,6 +143,8 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return usageErrorf("feed: -timeout %v: must not be negative", f.timeout)
 	case f.maxOutage < 0:
 		return usageErrorf("feed: -max-outage %v: must not be negative", f.maxOutage)
+	case f.progress < 0:
+		return usageErrorf("feed: -progress %v: must not be negative", f.progress)
 	case f.serverTimeout != 0 && f.serverTimeout < time.Millisecond:
 		return usageErrorf("feed: -server-timeout %v: want 0 or at least 1ms", f.serverTimeout)
 	}
@@ -165,7 +171,7 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		Route: f.route, TraceLevel: f.trace, ServerTimeout: f.serverTimeout, DryRun: f.dryRun,
 		Outer: feedOuter, Inner: feedInner,
 		Budget:   retries.NewBudget(feedBudgetRatio, feedBudgetPerSecond),
-		Progress: time.Second, Log: stderr,
+		Progress: f.progress, ProgressJSON: f.progressJSON, Log: stderr,
 	}
 	if f.quiet {
 		cfg.Progress = 0

@@ -154,6 +154,7 @@ func TestFeedExitStatus(t *testing.T) {
 		{"bad_header", []string{"-url", srv.URL, "-header", "NoColon", good}, exitUsage, "want 'Name: value'"},
 		{"negative_max_outage", []string{"-url", srv.URL, "-max-outage", "-1s", good}, exitUsage, "-max-outage -1s: must not be negative"},
 		{"failed_is_input", []string{"-url", srv.URL, "-failed", good, good}, exitUsage, "is the input"},
+		{"negative_progress", []string{"-url", srv.URL, "-progress", "-1s", good}, exitUsage, "-progress -1s: must not be negative"},
 		{"server_timeout_too_short", []string{"-url", srv.URL, "-server-timeout", "500us", good}, exitUsage, "want 0 or at least 1ms"},
 		{"trace_too_high", []string{"-url", srv.URL, "-trace", "10", good}, exitUsage, "-trace"},
 		{"failed_unwritable", []string{"-url", srv.URL, "-failed", filepath.Join(t.TempDir(), "no", "dir"), good}, exitUsage, "-failed: open"},
@@ -306,5 +307,25 @@ func TestAttemptTimeout(t *testing.T) {
 		if got := attemptTimeout(server); got != want {
 			t.Errorf("attemptTimeout(%v) = %v, want %v", server, got, want)
 		}
+	}
+}
+
+// TestFeedProgressFlags: -progress-json writes JSON progress lines on
+// stderr, and -q silences them whatever -progress says.
+func TestFeedProgressFlags(t *testing.T) {
+	t.Parallel()
+	srv := feedtest.New(t, nil)
+	in := writeFile(t, threeOps)
+	code, _, stderr := runCmd(t, "feed", "-url", srv.URL, "-progress", "1ms", "-progress-json", in)
+	if code != exitOK {
+		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		if line != "" && !json.Valid([]byte(line)) {
+			t.Errorf("stderr line %q is not JSON", line)
+		}
+	}
+	if code, _, stderr := runCmd(t, "feed", "-q", "-progress", "1ms", "-url", srv.URL, in); code != exitOK || stderr != "" {
+		t.Errorf("-q: exit status %d, stderr %q; want 0 and nothing", code, stderr)
 	}
 }

@@ -81,6 +81,10 @@ type Config struct {
 	Terminal bool
 	// ProgressLine formats a report; nil: the feed command's line.
 	ProgressLine func(Progress) string
+	// ProgressJSON makes each report the summary's keys so far, as one
+	// line of JSON, instead of a ProgressLine (and never rewritten in
+	// place).
+	ProgressJSON bool
 	// Observer, if not nil, hears of every operation's outcome.
 	Observer Observer
 }
@@ -142,6 +146,7 @@ type Feeder struct {
 	out, progressOut       *lockedWriter
 	ok, failed, condFailed atomic.Int64
 	notFound, refusals     atomic.Int64
+	read, badIn            atomic.Int64 // operations read, bad ones included; bad ones
 
 	mu        sync.Mutex
 	busy      map[string][]*Operation // per document id: the operations waiting behind the one in flight
@@ -367,6 +372,7 @@ func (f *Feeder) dispatchAll(ctx, sendCtx context.Context, items <-chan readItem
 			return res, true
 		}
 		res.operations++
+		f.read.Add(1)
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
@@ -393,11 +399,14 @@ func (f *Feeder) badInput(res *Result, err error) (goOn bool) {
 	case errors.As(err, &bad):
 		res.operations++
 		res.badInput++
+		f.read.Add(1)
+		f.badIn.Add(1)
 		f.failed.Add(1)
 		f.out.printf("retries feed: %v (skipped)\n", err)
 		return true
 	case errors.As(err, &stop):
 		res.badInput++
+		f.badIn.Add(1)
 		res.unread = stop.from
 	default:
 		res.unread = inputPos{}
@@ -410,21 +419,41 @@ func (f *Feeder) badInput(res *Result, err error) (goOn bool) {
 // settle fills in res at the end of the feed, and reports every operation
 // read but not sent.
 func (f *Feeder) settle(res *Result, elapsed time.Duration) {
-	res.elapsed = elapsed
-	res.ok, res.failed = f.ok.Load(), f.failed.Load()
-	res.notFound, res.condFailed, res.refusals = f.notFound.Load(), f.condFailed.Load(), f.refusals.Load()
-	res.inFlight = f.wire.inFlight.Load()
-	res.wire, res.Limiter, res.Budget, res.Breaker = &f.wire, f.limiter, f.cfg.Budget, f.breaker
-	res.pauses, res.paused, _ = f.pause.stats()
+	f.counters(res, elapsed)
 	res.counts = f.snapshot()
 	f.mu.Lock()
-	res.unsent, res.lastErr, res.heldBack = f.unsent, f.lastErr, f.heldBack
+	res.unsent, res.lastErr = f.unsent, f.lastErr
 	f.mu.Unlock()
 	res.failed += int64(len(res.unsent))
 	for _, op := range res.unsent {
 		f.out.printf("retries feed: not sent: %s\n", op.name())
 		f.failedOut.write(op)
 	}
+}
+
+// counters fills in res with the feed's counts after elapsed.
+func (f *Feeder) counters(res *Result, elapsed time.Duration) {
+	res.elapsed = elapsed
+	res.ok, res.failed = f.ok.Load(), f.failed.Load()
+	res.notFound, res.condFailed, res.refusals = f.notFound.Load(), f.condFailed.Load(), f.refusals.Load()
+	res.inFlight = f.wire.inFlight.Load()
+	res.wire, res.Limiter, res.Budget, res.Breaker = &f.wire, f.limiter, f.cfg.Budget, f.breaker
+	res.pauses, res.paused, _ = f.pause.stats()
+	f.mu.Lock()
+	res.heldBack = f.heldBack
+	f.mu.Unlock()
+}
+
+// current returns the feed's counts so far, as a Result for the summary.
+func (f *Feeder) current(start time.Time) Result {
+	var res Result
+	f.counters(&res, time.Since(start))
+	res.operations, res.badInput = f.read.Load(), f.badIn.Load()
+	res.hasFailedFile = f.failedOut != nil
+	if res.hasFailedFile {
+		res.written, _ = f.failedOut.result()
+	}
+	return res
 }
 
 // readItem is what readOps read: an operation, or an error of opSource.

@@ -507,3 +507,38 @@ func TestFeedRequestParams(t *testing.T) {
 		t.Errorf("stderr does not quote the trace %q:\n%s", w, stderr)
 	}
 }
+
+// TestFeedProgressJSON: with ProgressJSON each report is one line of JSON
+// with the summary's keys so far: the three operations read while none is
+// acknowledged yet.
+func TestFeedProgressJSON(t *testing.T) {
+	t.Parallel()
+	w := &signalWriter{want: `"feeder.operation.count":3,"feeder.seconds":`, found: make(chan struct{})}
+	srv := feedtest.New(t, func(r *http.Request, _ int) int {
+		select {
+		case <-w.found:
+		case <-time.After(10 * time.Second):
+		}
+		return 0
+	})
+	cfg := testFeedConfig(srv.URL, nil)
+	cfg.ProgressOut, cfg.Progress, cfg.ProgressJSON, cfg.Terminal = w, 5*time.Millisecond, true, true
+	res, _, _ := runTestFeed(t, context.Background(), cfg, threeOps)
+	if res.ok != 3 {
+		t.Errorf("ok = %d, want 3", res.ok)
+	}
+	select {
+	case <-w.found:
+	default:
+		t.Fatalf("no progress line with 3 operations read:\n%s", w.String())
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(w.String(), "\n"), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("progress line %q is not JSON: %v", line, err)
+		}
+		if _, ok := m["http.request.count"]; !ok || m["feeder.ok.count"] == nil {
+			t.Errorf("progress line %q lacks the summary's keys", line)
+		}
+	}
+}

@@ -64,11 +64,18 @@ func (r Result) Counts() Progress {
 // reportProgress reports the feed's progress every Config.Progress until
 // finished is closed.
 func (f *Feeder) reportProgress(start time.Time, finished <-chan struct{}) {
-	line := f.cfg.ProgressLine
-	if line == nil {
+	line, terminal := f.cfg.ProgressLine, f.cfg.Terminal
+	switch {
+	case f.cfg.ProgressJSON:
+		line = func(Progress) string {
+			b := f.current(start).summaryLine()
+			return string(b[:len(b)-1])
+		}
+		terminal = false
+	case line == nil:
 		line = commandLine
 	}
-	report(f.progressOut, f.cfg.Progress, f.cfg.Terminal, start, f.snapshot, line, finished)
+	report(f.progressOut, f.cfg.Progress, terminal, start, f.snapshot, line, finished)
 }
 
 // report writes line(snap()) to w every interval until done is closed: a

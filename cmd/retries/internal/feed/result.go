@@ -11,8 +11,15 @@ import (
 )
 
 // Summary returns the feed's summary as JSON, with the keys of Vespa's
-// `vespa feed` first and this command's own under "retries.".
-func (r Result) Summary() []byte {
+// `vespa feed` first and this command's own under "retries.", one key a
+// line.
+func (r Result) Summary() []byte { return r.format(true) }
+
+// summaryLine returns the summary on one line, ending in a newline.
+func (r Result) summaryLine() []byte { return r.format(false) }
+
+// format writes the summary's keys in order, one a line when pretty.
+func (r Result) format(pretty bool) []byte {
 	secs := r.elapsed.Seconds()
 	per := func(n int64) float64 {
 		if secs <= 0 {
@@ -69,13 +76,22 @@ func (r Result) Summary() []byte {
 		{"retries.failedfile.count", r.writtenJSON()},
 	}
 	var b bytes.Buffer
-	b.WriteString("{\n")
+	b.WriteByte('{')
 	for i, e := range kv {
 		v, _ := json.Marshal(e.v)
-		fmt.Fprintf(&b, "  %q: %s", e.k, v)
+		if pretty {
+			b.WriteString("\n  ")
+		}
+		fmt.Fprintf(&b, "%q:", e.k)
+		if pretty {
+			b.WriteByte(' ')
+		}
+		b.Write(v)
 		if i < len(kv)-1 {
 			b.WriteByte(',')
 		}
+	}
+	if pretty {
 		b.WriteByte('\n')
 	}
 	b.WriteString("}\n")
