@@ -43,6 +43,26 @@ const (
 	feedBudgetPerSecond = 5
 )
 
+// readHeaderFile adds the headers of the file at path to h: one
+// 'Name: value' a line; blank lines and lines starting with # are skipped.
+// Its errors name the line, never its content, which may be a secret.
+func readHeaderFile(path string, h *headerFlag) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if err := h.Set(line); err != nil {
+			return fmt.Errorf("%s:%d: want 'Name: value'", path, i+1)
+		}
+	}
+	return nil
+}
+
 // headerFlag collects -header 'Name: value' flags. Its String names the
 // headers without their values, which may be secrets.
 type headerFlag struct{ h http.Header }
@@ -96,7 +116,7 @@ type feedFlags struct {
 	progress                 time.Duration
 	progressJSON             bool
 	timeout, maxOutage       time.Duration
-	failed                   string
+	failed, headerFile       string
 	route                    string
 	trace                    int
 	serverTimeout            time.Duration
@@ -117,6 +137,7 @@ func addFeedFlags(fs *flag.FlagSet, f *feedFlags) {
 	fs.DurationVar(&f.progress, "progress", time.Second, "time between progress reports on stderr; 0: none")
 	fs.BoolVar(&f.progressJSON, "progress-json", false, "write each progress report as one JSON line with the summary's keys so far")
 	fs.Var(&f.header, "header", "`Name: value` sent with every request (repeatable); never printed")
+	fs.StringVar(&f.headerFile, "header-file", "", "read headers from `FILE`, one 'Name: value' a line, so that tokens stay out of the process list; never printed")
 	fs.StringVar(&f.route, "route", "", "the document/v1 route `R` of every operation; empty: the server's default")
 	intVar(fs, &f.trace, "trace", 0, 0, maxFeedTrace, "the document/v1 tracelevel `N`; a failed operation's report quotes the trace; 0: none")
 	fs.DurationVar(&f.serverTimeout, "server-timeout", 0, "the document/v1 timeout of each request, at least 1ms; 0: the server's default")
@@ -147,6 +168,11 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return usageErrorf("feed: -progress %v: must not be negative", f.progress)
 	case f.serverTimeout != 0 && f.serverTimeout < time.Millisecond:
 		return usageErrorf("feed: -server-timeout %v: want 0 or at least 1ms", f.serverTimeout)
+	}
+	if f.headerFile != "" {
+		if err := readHeaderFile(f.headerFile, &f.header); err != nil {
+			return usageErrorf("feed: -header-file: %v", err)
+		}
 	}
 	in := stdin
 	var inFile *os.File

@@ -329,3 +329,34 @@ func TestFeedProgressFlags(t *testing.T) {
 		t.Errorf("-q: exit status %d, stderr %q; want 0 and nothing", code, stderr)
 	}
 }
+
+// TestFeedHeaderFile: -header-file sends its headers, keeps them out of
+// the process list, and never prints a value, not even in its errors.
+func TestFeedHeaderFile(t *testing.T) {
+	t.Parallel()
+	srv := feedtest.New(t, nil)
+	input := writeFile(t, `{"put":"id:a:b::1","fields":{}}`+"\n")
+	dir := t.TempDir()
+	good := filepath.Join(dir, "headers")
+	if err := os.WriteFile(good, []byte("# the token\nAuthorization: Bearer s3cr3t-t0ken\n\nX-Trace: b\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCmd(t, "feed", "-q", "-url", srv.URL, "-header-file", good, input)
+	if code != exitOK {
+		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
+	}
+	if h := srv.Headers()[0]; h.Get("Authorization") != "Bearer s3cr3t-t0ken" || h.Get("X-Trace") != "b" {
+		t.Errorf("server got headers %v, want the file's", h)
+	}
+	bad := filepath.Join(dir, "bad")
+	if err := os.WriteFile(bad, []byte("Authorization: ok\nBearer s3cr3t-t0ken\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout2, stderr2 := runCmd(t, "feed", "-q", "-url", srv.URL, "-header-file", bad, input)
+	if code != exitUsage || !strings.Contains(stderr2, bad+":2: want 'Name: value'") {
+		t.Errorf("bad file: exit status %d, stderr:\n%s", code, stderr2)
+	}
+	if out := stdout + stderr + stdout2 + stderr2; strings.Contains(out, "s3cr3t") {
+		t.Errorf("a header's value was printed:\n%s", out)
+	}
+}
