@@ -117,6 +117,7 @@ type feedFlags struct {
 	progressJSON             bool
 	timeout, maxOutage       time.Duration
 	failed, headerFile       string
+	compression              string
 	route                    string
 	trace                    int
 	serverTimeout            time.Duration
@@ -141,6 +142,7 @@ func addFeedFlags(fs *flag.FlagSet, f *feedFlags) {
 	fs.StringVar(&f.route, "route", "", "the document/v1 route `R` of every operation; empty: the server's default")
 	intVar(fs, &f.trace, "trace", 0, 0, maxFeedTrace, "the document/v1 tracelevel `N`; a failed operation's report quotes the trace; 0: none")
 	fs.DurationVar(&f.serverTimeout, "server-timeout", 0, "the document/v1 timeout of each request, at least 1ms; 0: the server's default")
+	fs.StringVar(&f.compression, "compression", "auto", "gzip request bodies: `auto` (those over 512 bytes, as Vespa's clients do), gzip (all) or none")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "send dryRun=true: the server parses each operation and writes nothing (a speed test of the client and network)")
 }
 
@@ -169,6 +171,10 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	case f.serverTimeout != 0 && f.serverTimeout < time.Millisecond:
 		return usageErrorf("feed: -server-timeout %v: want 0 or at least 1ms", f.serverTimeout)
 	}
+	compression, err := feed.ParseCompression(f.compression)
+	if err != nil {
+		return usageErrorf("feed: -compression %v", err)
+	}
 	if f.headerFile != "" {
 		if err := readHeaderFile(f.headerFile, &f.header); err != nil {
 			return usageErrorf("feed: -header-file: %v", err)
@@ -194,7 +200,7 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	cfg := feed.Config{
 		URL: f.url, Header: f.header.h, Concurrency: f.concurrency, Connections: f.connections, HTTP2: f.http2,
 		Timeout: f.timeout, AttemptTimeout: attemptTimeout(f.serverTimeout), Grace: feedGrace, MaxOutage: f.maxOutage,
-		Route: f.route, TraceLevel: f.trace, ServerTimeout: f.serverTimeout, DryRun: f.dryRun,
+		Route: f.route, TraceLevel: f.trace, ServerTimeout: f.serverTimeout, DryRun: f.dryRun, Compression: compression,
 		Outer: feedOuter, Inner: feedInner,
 		Budget:   retries.NewBudget(feedBudgetRatio, feedBudgetPerSecond),
 		Progress: f.progress, ProgressJSON: f.progressJSON, Log: stderr,

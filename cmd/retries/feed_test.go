@@ -154,6 +154,7 @@ func TestFeedExitStatus(t *testing.T) {
 		{"bad_header", []string{"-url", srv.URL, "-header", "NoColon", good}, exitUsage, "want 'Name: value'"},
 		{"negative_max_outage", []string{"-url", srv.URL, "-max-outage", "-1s", good}, exitUsage, "-max-outage -1s: must not be negative"},
 		{"failed_is_input", []string{"-url", srv.URL, "-failed", good, good}, exitUsage, "is the input"},
+		{"bad_compression", []string{"-url", srv.URL, "-compression", "zstd", good}, exitUsage, `-compression "zstd": want auto, gzip or none`},
 		{"negative_progress", []string{"-url", srv.URL, "-progress", "-1s", good}, exitUsage, "-progress -1s: must not be negative"},
 		{"server_timeout_too_short", []string{"-url", srv.URL, "-server-timeout", "500us", good}, exitUsage, "want 0 or at least 1ms"},
 		{"trace_too_high", []string{"-url", srv.URL, "-trace", "10", good}, exitUsage, "-trace"},

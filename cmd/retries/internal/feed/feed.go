@@ -54,6 +54,9 @@ type Config struct {
 	TraceLevel    int
 	ServerTimeout time.Duration
 	DryRun        bool
+	// Compression says which bodies go out gzipped: CompressAuto (the
+	// zero value) those over 512 bytes. A retry sends the same bytes.
+	Compression Compression
 
 	// MaxOutage ends the feed when it has been paused by an outage for
 	// this long; 0: no limit. The feed pauses while its breaker is open.
@@ -559,8 +562,11 @@ func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
 		defer release()
 	}
 	var body io.Reader
+	gzipped := false
 	if op.body != nil {
-		body = bytes.NewReader(op.body)
+		var b []byte
+		b, gzipped = wireBody(op.body, f.cfg.Compression)
+		body = bytes.NewReader(b)
 	}
 	target := f.base + op.path
 	if f.params != "" {
@@ -583,6 +589,9 @@ func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
 	}
 	if op.body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if gzipped {
+		req.Header.Set("Content-Encoding", "gzip")
 	}
 	client := f.safeOps
 	if !op.safe {

@@ -542,3 +542,62 @@ func TestFeedProgressJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestFeedCompression: auto gzips the bodies over 512 bytes only, gzip all
+// of them and none none; the server reads each as it was, and a retry
+// sends the same compressed bytes again.
+func TestFeedCompression(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("x", 600)
+	in := `{"put":"id:ns:d::small","fields":{"t":"a"}}` + "\n" + `{"put":"id:ns:d::big","fields":{"t":"` + big + `"}}` + "\n" + `{"remove":"id:ns:d::gone"}` + "\n"
+	for _, tc := range []struct {
+		c    Compression
+		want map[string]bool // gzipped, by document
+	}{
+		{CompressAuto, map[string]bool{"small": false, "big": true, "gone": false}},
+		{CompressGzip, map[string]bool{"small": true, "big": true, "gone": false}},
+		{CompressNone, map[string]bool{"small": false, "big": false, "gone": false}},
+	} {
+		var mu sync.Mutex
+		gzipped := map[string][]bool{}
+		srv := feedtest.New(t, func(r *http.Request, n int) int {
+			doc := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
+			mu.Lock()
+			gzipped[doc] = append(gzipped[doc], r.Header.Get("Content-Encoding") == "gzip")
+			mu.Unlock()
+			if n == 0 && doc == "big" {
+				return http.StatusServiceUnavailable // retried: the same bytes again
+			}
+			return 0
+		})
+		cfg := testFeedConfig(srv.URL, nil)
+		cfg.Compression = tc.c
+		res, _, stderr := runTestFeed(t, context.Background(), cfg, in)
+		if !res.Complete() {
+			t.Fatalf("compression %d: feed incomplete; stderr:\n%s", tc.c, stderr)
+		}
+		for doc, want := range tc.want {
+			for i, got := range gzipped[doc] {
+				if got != want {
+					t.Errorf("compression %d: %s attempt %d gzipped %v, want %v", tc.c, doc, i+1, got, want)
+				}
+			}
+		}
+		if len(gzipped["big"]) != 2 {
+			t.Errorf("big sent %d times, want 2 (a 503, then a retry)", len(gzipped["big"]))
+		}
+		applied := strings.Join(srv.Applied(), "\n")
+		if !strings.Contains(applied, `POST /document/v1/ns/d/docid/big {"fields":{"t":"`+big+`"}}`) ||
+			!strings.Contains(applied, `POST /document/v1/ns/d/docid/small {"fields":{"t":"a"}}`) {
+			t.Errorf("compression %d: the server read:\n%s", tc.c, applied)
+		}
+	}
+	for _, s := range []string{"auto", "gzip", "none"} {
+		if _, err := ParseCompression(s); err != nil {
+			t.Errorf("ParseCompression(%q) = %v", s, err)
+		}
+	}
+	if _, err := ParseCompression("zstd"); err == nil {
+		t.Error("ParseCompression(zstd) = nil error")
+	}
+}

@@ -3,6 +3,7 @@
 package feedtest
 
 import (
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,7 +20,8 @@ import (
 const Reset = -1
 
 // Server is a document/v1 endpoint on a loopback port that records what it
-// receives and answers what its fault function says: 0 for a 200 (the
+// receives (a gzipped body decompressed) and answers what its fault
+// function says: 0 for a 200 (the
 // operation is applied), a status, or Reset. Faults happen before an
 // operation is applied, so a document applied twice was sent twice after a
 // success.
@@ -60,7 +62,20 @@ func NewH2C(t testing.TB) *Server {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	key := r.Method + " " + r.URL.RequestURI()
-	body, _ := io.ReadAll(r.Body)
+	var src io.Reader = r.Body
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			http.Error(w, "bad gzip: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		src = zr
+	}
+	body, err := io.ReadAll(src)
+	if err != nil {
+		http.Error(w, "bad body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
 	s.mu.Lock()
 	n := s.seen[key]
 	s.seen[key]++
