@@ -118,6 +118,7 @@ type feedFlags struct {
 	timeout, maxOutage       time.Duration
 	failed, headerFile       string
 	compression              string
+	cert, key, ca            string
 	route                    string
 	trace                    int
 	serverTimeout            time.Duration
@@ -143,6 +144,9 @@ func addFeedFlags(fs *flag.FlagSet, f *feedFlags) {
 	intVar(fs, &f.trace, "trace", 0, 0, maxFeedTrace, "the document/v1 tracelevel `N`; a failed operation's report quotes the trace; 0: none")
 	fs.DurationVar(&f.serverTimeout, "server-timeout", 0, "the document/v1 timeout of each request, at least 1ms; 0: the server's default")
 	fs.StringVar(&f.compression, "compression", "auto", "gzip request bodies: `auto` (those over 512 bytes, as Vespa's clients do), gzip (all) or none")
+	fs.StringVar(&f.cert, "cert", "", "the client certificate, a PEM `FILE`, for mutual TLS on https URLs; read again when it changes")
+	fs.StringVar(&f.key, "key", "", "the client certificate's private key, a PEM `FILE`")
+	fs.StringVar(&f.ca, "ca", "", "trust the CA certificates of this PEM `FILE` instead of the system's")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "send dryRun=true: the server parses each operation and writes nothing (a speed test of the client and network)")
 }
 
@@ -175,6 +179,13 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return usageErrorf("feed: -compression %v", err)
 	}
+	tlsCfg, err := feedTLS(f.cert, f.key, f.ca)
+	if err != nil {
+		return usageErrorf("feed: %v", err)
+	}
+	if tlsCfg != nil && !strings.HasPrefix(f.url, "https://") {
+		return usageErrorf("feed: -cert, -key and -ca need an https URL")
+	}
 	if f.headerFile != "" {
 		if err := readHeaderFile(f.headerFile, &f.header); err != nil {
 			return usageErrorf("feed: -header-file: %v", err)
@@ -198,7 +209,7 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 	}
 	cfg := feed.Config{
-		URL: f.url, Header: f.header.h, Concurrency: f.concurrency, Connections: f.connections, HTTP2: f.http2,
+		URL: f.url, Header: f.header.h, TLS: tlsCfg, Concurrency: f.concurrency, Connections: f.connections, HTTP2: f.http2,
 		Timeout: f.timeout, AttemptTimeout: attemptTimeout(f.serverTimeout), Grace: feedGrace, MaxOutage: f.maxOutage,
 		Route: f.route, TraceLevel: f.trace, ServerTimeout: f.serverTimeout, DryRun: f.dryRun, Compression: compression,
 		Outer: feedOuter, Inner: feedInner,
@@ -230,6 +241,9 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	if _, err := stdout.Write(res.Summary()); err != nil {
 		return err
+	}
+	if err := res.TLSError(); err != nil {
+		return &setupError{msg: fmt.Sprintf("feed: TLS: %v", err)}
 	}
 	if !res.Complete() || closeErr != nil {
 		return errSilent

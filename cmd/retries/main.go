@@ -82,6 +82,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	var (
 		ue *usageError
+		se *setupError
 		hr *helpRequest
 	)
 	switch {
@@ -94,6 +95,9 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitOK
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "retries: %v\n%s", err, usage)
+		return exitUsage
+	case errors.As(err, &se):
+		fmt.Fprintf(stderr, "retries: %v\n", err)
 		return exitUsage
 	}
 	fmt.Fprintf(stderr, "retries: %v\n", err)
@@ -108,6 +112,12 @@ func (e *usageError) Error() string { return e.msg }
 func usageErrorf(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
+
+// setupError is a setup that the command found wrong only when it ran,
+// such as a certificate the server refused: exit 2, without the usage.
+type setupError struct{ msg string }
+
+func (e *setupError) Error() string { return e.msg }
 
 // namedPolicy is one of the package's policies under its Go name.
 type namedPolicy struct {

@@ -7,6 +7,7 @@ package feed
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +40,9 @@ type Config struct {
 	MaxInFlight int         // the limiter's cap; 0: DefaultMaxInFlight
 	Connections int         // per host; 0: no limit
 	HTTP2       bool        // HTTP/2 without TLS on http URLs (prior knowledge)
+	// TLS configures https connections (a client certificate, the CAs to
+	// trust); nil: Go's defaults. HTTP/2 is offered by ALPN either way.
+	TLS *tls.Config
 
 	// Timeout bounds each operation, its retries included, not counting
 	// the time the feed is paused by an outage; 0: none.
@@ -111,6 +115,7 @@ type Result struct {
 	writeErr      error        // the first error writing to Config.Failed
 	hasFailedFile bool         // Config.Failed is set
 	outage        error        // the *outageError that ended the feed, or nil
+	tlsErr        error        // the TLS error that ended the feed, or nil
 	pauses        int64        // the times the feed paused
 	paused        time.Duration
 	unread        inputPos // line > 0: the input from here on was not read (interrupted, or broken JSON)
@@ -128,6 +133,10 @@ type Result struct {
 	Breaker *retries.Breaker // the feed's breaker
 }
 
+// TLSError returns the TLS error that stopped the feed (a certificate
+// refused either way, a server that does not speak TLS), or nil.
+func (r Result) TLSError() error { return r.tlsErr }
+
 // Complete reports whether every operation of the input was read, sent and
 // acknowledged.
 func (r Result) Complete() bool { return r.failed == 0 && r.unread.line == 0 }
@@ -143,6 +152,7 @@ type Feeder struct {
 	breaker                *retries.Breaker
 	pause                  pause
 	outage                 atomic.Pointer[outageError] // set when the outage outlasted Config.MaxOutage
+	tlsErr                 atomic.Pointer[tlsStop]     // set at the first TLS error
 	stop                   func(cause error)           // ends the feed's reading and sending at once
 	failedOut              *failedWriter               // nil without Config.Failed
 	wire                   wireStats
@@ -237,6 +247,9 @@ func newHTTPTransport(cfg Config, slots int) *http.Transport {
 	tr.MaxConnsPerHost = cfg.Connections
 	tr.MaxIdleConnsPerHost = max(cfg.Connections, slots)
 	tr.MaxIdleConns = tr.MaxIdleConnsPerHost
+	if cfg.TLS != nil {
+		tr.TLSClientConfig = cfg.TLS.Clone()
+	}
 	if cfg.HTTP2 {
 		// Prior knowledge on http URLs, as Vespa's feed client does;
 		// ALPN on https.
@@ -310,9 +323,12 @@ func (f *Feeder) run(ctx context.Context, src opSource) Result {
 	if err := f.outage.Load(); err != nil {
 		res.outage = err
 	}
+	if err := f.tlsErr.Load(); err != nil {
+		res.tlsErr = err.err
+	}
 	if !eof {
 		why := "interrupted"
-		if res.outage != nil {
+		if res.outage != nil || res.tlsErr != nil {
 			why = "stopped"
 		}
 		f.out.printf("retries feed: %s: the input from %v on was not read\n", why, res.unread)
@@ -542,6 +558,21 @@ func (f *Feeder) dispatch(ctx, sendCtx context.Context, op *Operation, slots cha
 	})
 }
 
+// tlsStop is the cause of every operation's end after a TLS error.
+type tlsStop struct{ err error }
+
+func (e *tlsStop) Error() string { return "stopped by a TLS error: " + e.err.Error() }
+
+// stopOnTLS ends the feed at the first TLS error: every later attempt
+// would fail the same way.
+func (f *Feeder) stopOnTLS(err error) {
+	e := &tlsStop{err: err}
+	if f.tlsErr.CompareAndSwap(nil, e) {
+		f.out.printf("retries feed: stopping: TLS: %v\n", err)
+		f.stop(e)
+	}
+}
+
 // holdBack reports op, which is not sent because an earlier operation on
 // its document failed: sent now, it would overtake that one when the
 // failed operations are fed again. f.mu is held.
@@ -605,10 +636,15 @@ func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
 		if errors.As(err, &ue) && ue.Err != nil {
 			err = ue.Err
 		}
-		// An outage that outlasted MaxOutage is the whole story; a
-		// timeout is named by the error itself (the context's cause).
-		if cause := context.Cause(ctx); errors.As(cause, new(*outageError)) {
+		// An outage that outlasted MaxOutage, or a TLS error elsewhere,
+		// is the whole story; a timeout is named by the error itself (the
+		// context's cause).
+		cause := context.Cause(ctx)
+		if errors.As(cause, new(*outageError)) || errors.As(cause, new(*tlsStop)) {
 			err = cause
+		}
+		if isTLSError(err) {
+			f.stopOnTLS(err)
 		}
 		f.fail(op, err)
 		return false

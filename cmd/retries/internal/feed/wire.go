@@ -3,6 +3,8 @@ package feed
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"maps"
@@ -170,7 +172,12 @@ var (
 	// connection to Vespa or gave up waiting, whether or not Vespa applied
 	// the operation. pyvespa's DocV1 alone returns such a 502 as the outcome,
 	// so the document is lost.
-	retrySafe = retries.RetryAny(retries.DocV1.Retry(), retries.RetryIfStatus(http.StatusBadGateway, http.StatusGatewayTimeout))
+	// A TLS error (a certificate refused either way, a server that does
+	// not speak TLS) is never retried: it would fail the same way, and the
+	// feed stops at the first one instead (see isTLSError).
+	retrySafe = retries.RetryAll(
+		retries.RetryAny(retries.DocV1.Retry(), retries.RetryIfStatus(http.StatusBadGateway, http.StatusGatewayTimeout)),
+		retries.RetryNot(retries.RetryIfError(isTLSError)))
 
 	// retryUnsafe is for a conditional or arithmetic update, which must
 	// not be applied twice: only outcomes that say the operation was not
@@ -179,6 +186,24 @@ var (
 	// unknown, so the operation fails and is reported instead.
 	retryUnsafe = retries.RetryAny(retries.RetryIfStatus(http.StatusServiceUnavailable), retries.RetryIfError(isDialError))
 )
+
+// isTLSError reports whether err is a TLS failure that every attempt would
+// meet again: a certificate the client does not trust, an alert from the
+// server (such as a client certificate missing or refused), or a server
+// that does not speak TLS.
+func isTLSError(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		record   tls.RecordHeaderError
+		op       *net.OpError
+	)
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
+		errors.As(err, &invalid) || errors.As(err, &record) ||
+		errors.As(err, &op) && op.Op == "remote error"
+}
 
 // isDialError reports whether err is a failure to connect, before anything
 // was sent.
