@@ -14,7 +14,9 @@ const (
 	// CompressAuto gzips bodies over compressAbove bytes, as Vespa's
 	// clients do.
 	CompressAuto Compression = iota
+	// CompressNone sends every body as it is.
 	CompressNone
+	// CompressGzip gzips every body.
 	CompressGzip
 )
 
