@@ -63,6 +63,21 @@ func readHeaderFile(path string, h *headerFlag) error {
 	return nil
 }
 
+// urlsFlag collects -url flags.
+type urlsFlag []string
+
+func (f *urlsFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	return strings.Join(*f, ", ")
+}
+
+func (f *urlsFlag) Set(s string) error {
+	*f = append(*f, s)
+	return nil
+}
+
 // headerFlag collects -header 'Name: value' flags. Its String names the
 // headers without their values, which may be secrets.
 type headerFlag struct{ h http.Header }
@@ -110,7 +125,7 @@ var feedInner = retries.Throttle.Copy(retries.WithWait(retries.WaitRetryAfter(re
 
 // feedFlags are the flags of the feed command.
 type feedFlags struct {
-	url                      string
+	urls                     urlsFlag
 	concurrency, connections int
 	http2, quiet             bool
 	progress                 time.Duration
@@ -128,7 +143,7 @@ type feedFlags struct {
 
 // addFeedFlags defines the feed command's flags on fs.
 func addFeedFlags(fs *flag.FlagSet, f *feedFlags) {
-	fs.StringVar(&f.url, "url", "", "the document/v1 endpoint, such as http://localhost:8080 (required)")
+	fs.Var(&f.urls, "url", "the document/v1 `URL`, such as http://localhost:8080 (required); repeat it for several endpoints, each operation going to the least loaded")
 	intVar(fs, &f.concurrency, "concurrency", 0, 0, maxFeedConcurrency, "`N` requests in flight, fixed; 0: the adaptive limiter decides")
 	intVar(fs, &f.connections, "connections", 0, 0, maxFeedConnections, "`N` connections per host; 0: as many as needed")
 	fs.BoolVar(&f.http2, "http2", false, "HTTP/2 without TLS on http URLs (prior knowledge)")
@@ -160,7 +175,7 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return err
 	}
 	switch {
-	case f.url == "":
+	case len(f.urls) == 0:
 		return usageErrorf("feed: -url is required")
 	case len(pos) == 0:
 		return usageErrorf("feed: name a FILE, or - for stdin")
@@ -183,8 +198,10 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return usageErrorf("feed: %v", err)
 	}
-	if tlsCfg != nil && !strings.HasPrefix(f.url, "https://") {
-		return usageErrorf("feed: -cert, -key and -ca need an https URL")
+	for _, u := range f.urls {
+		if tlsCfg != nil && !strings.HasPrefix(u, "https://") {
+			return usageErrorf("feed: -cert, -key and -ca need https URLs")
+		}
 	}
 	if f.headerFile != "" {
 		if err := readHeaderFile(f.headerFile, &f.header); err != nil {
@@ -209,7 +226,7 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 	}
 	cfg := feed.Config{
-		URL: f.url, Header: f.header.h, TLS: tlsCfg, Concurrency: f.concurrency, Connections: f.connections, HTTP2: f.http2,
+		URL: f.urls[0], Header: f.header.h, TLS: tlsCfg, Concurrency: f.concurrency, Connections: f.connections, HTTP2: f.http2,
 		Timeout: f.timeout, AttemptTimeout: attemptTimeout(f.serverTimeout), Grace: feedGrace, MaxOutage: f.maxOutage,
 		Route: f.route, TraceLevel: f.trace, ServerTimeout: f.serverTimeout, DryRun: f.dryRun, Compression: compression,
 		Outer: feedOuter, Inner: feedInner,
@@ -218,6 +235,9 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	if f.quiet {
 		cfg.Progress = 0
+	}
+	if len(f.urls) > 1 {
+		cfg.URLs = f.urls
 	}
 	var failed fileWriter // created once the flags are known to be good
 	if f.failed != "" {

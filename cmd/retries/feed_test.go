@@ -361,3 +361,21 @@ func TestFeedHeaderFile(t *testing.T) {
 		t.Errorf("a header's value was printed:\n%s", out)
 	}
 }
+
+// TestFeedSeveralURLs: -url repeated spreads the operations over the
+// endpoints, and the summary describes each.
+func TestFeedSeveralURLs(t *testing.T) {
+	t.Parallel()
+	a, b := feedtest.New(t, nil), feedtest.New(t, nil)
+	var in strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&in, `{"put":"id:a:b::%d","fields":{}}`+"\n", i)
+	}
+	code, out, stderr := runCmd(t, "feed", "-q", "-url", a.URL, "-url", b.URL, writeFile(t, in.String()))
+	if code != exitOK || len(a.Applied())+len(b.Applied()) != 300 || len(a.Applied()) == 0 || len(b.Applied()) == 0 {
+		t.Errorf("exit status %d, applied %d and %d, want 0 and a share of 300 each; stderr:\n%s", code, len(a.Applied()), len(b.Applied()), stderr)
+	}
+	if !strings.Contains(out, `"retries.endpoints": [{`) {
+		t.Errorf("summary has no endpoints:\n%s", out)
+	}
+}

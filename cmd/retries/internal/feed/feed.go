@@ -34,7 +34,12 @@ const (
 
 // Config says how to feed.
 type Config struct {
-	URL         string      // the endpoint, such as http://localhost:8080
+	URL string // the endpoint, such as http://localhost:8080
+	// URLs, if not empty, are several endpoints in place of URL (container
+	// nodes without a load balancer): each operation goes to the least
+	// loaded whose breaker is closed, and each has its own limiter and
+	// breaker.
+	URLs        []string
 	Header      http.Header // sent with every request; never printed
 	Concurrency int         // > 0: fixed, without a limiter; 0: the adaptive limiter
 	MaxInFlight int         // the limiter's cap; 0: DefaultMaxInFlight
@@ -116,6 +121,7 @@ type Result struct {
 	hasFailedFile bool         // Config.Failed is set
 	outage        error        // the *outageError that ended the feed, or nil
 	tlsErr        error        // the TLS error that ended the feed, or nil
+	endpoints     any          // each endpoint's counts, limiter and breaker, when there are several
 	pauses        int64        // the times the feed paused
 	paused        time.Duration
 	unread        inputPos // line > 0: the input from here on was not read (interrupted, or broken JSON)
@@ -144,12 +150,12 @@ func (r Result) Complete() bool { return r.failed == 0 && r.unread.line == 0 }
 // Feeder sends operations to a document/v1 endpoint.
 type Feeder struct {
 	cfg                    Config
-	base                   string       // the endpoint without a trailing slash
-	params                 string       // the request parameters of every operation, encoded; "" if none
-	safeOps, unsafeOps     *http.Client // clients for operations safe to repeat or not (retrySafe, retryUnsafe)
+	endpoints              []*endpoint
+	params                 string // the request parameters of every operation, encoded; "" if none
 	transport              *http.Transport
-	limiter                *retries.Limiter
-	breaker                *retries.Breaker
+	limiter                *retries.Limiter // the first endpoint's
+	breaker                *retries.Breaker // the first endpoint's
+	openEndpoints          atomic.Int64     // endpoints whose breaker is open or half-open
 	pause                  pause
 	outage                 atomic.Pointer[outageError] // set when the outage outlasted Config.MaxOutage
 	tlsErr                 atomic.Pointer[tlsStop]     // set at the first TLS error
@@ -169,12 +175,18 @@ type Feeder struct {
 	lastErr   error
 }
 
-// New returns a Feeder for cfg, or an error if cfg.URL is not an http or
-// https URL with a host.
+// New returns a Feeder for cfg, or an error if an endpoint is not an http
+// or https URL with a host.
 func New(cfg Config) (*Feeder, error) {
-	u, err := url.Parse(cfg.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("URL %q: want http://HOST[:PORT] or https://…", cfg.URL)
+	urls := cfg.URLs
+	if len(urls) == 0 {
+		urls = []string{cfg.URL}
+	}
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("URL %q: want http://HOST[:PORT] or https://…", raw)
+		}
 	}
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
@@ -182,36 +194,48 @@ func New(cfg Config) (*Feeder, error) {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
-	f := &Feeder{cfg: cfg, base: strings.TrimRight(cfg.URL, "/"), out: &lockedWriter{w: cfg.Log},
+	f := &Feeder{cfg: cfg, out: &lockedWriter{w: cfg.Log},
 		busy: map[string][]*Operation{}, failedIDs: map[string]bool{}}
 	if cfg.Failed != nil {
 		f.failedOut = &failedWriter{w: cfg.Failed}
 	}
 	f.params = requestParams(cfg)
-	f.breaker = retries.NewBreaker(retries.BreakerConfig{MaxProbeInterval: cfg.MaxProbeInterval, OnStateChange: f.onBreaker})
 	f.progressOut = f.out
 	if cfg.ProgressOut != nil {
 		f.progressOut = &lockedWriter{w: cfg.ProgressOut}
 	}
+	f.transport = newHTTPTransport(cfg, f.slots())
+	for _, raw := range urls {
+		f.endpoints = append(f.endpoints, f.newEndpoint(raw))
+	}
+	f.limiter, f.breaker = f.endpoints[0].limiter, f.endpoints[0].breaker
+	return f, nil
+}
 
-	tr := newHTTPTransport(cfg, f.slots())
-	f.transport = tr
-	inner := cfg.Inner.Copy(retries.WithBreaker(f.breaker))
+// newEndpoint returns the endpoint at raw, with its own limiter and
+// breaker and the two retrying clients.
+func (f *Feeder) newEndpoint(raw string) *endpoint {
+	cfg := f.cfg
+	e := &endpoint{url: raw, base: strings.TrimRight(raw, "/"), multi: len(cfg.URLs) > 1}
+	e.move, e.moveNow = context.WithCancelCause(context.Background())
+	e.breaker = retries.NewBreaker(retries.BreakerConfig{MaxProbeInterval: cfg.MaxProbeInterval,
+		OnStateChange: func(from, to retries.BreakerState) { f.onBreaker(e, from, to) }})
+	inner := cfg.Inner.Copy(retries.WithBreaker(e.breaker))
 	if cfg.Concurrency == 0 {
-		f.limiter = retries.NewLimiter(retries.LimiterConfig{MaxInFlight: cfg.MaxInFlight})
-		inner = inner.Copy(retries.WithLimiter(f.limiter))
+		e.limiter = retries.NewLimiter(retries.LimiterConfig{MaxInFlight: cfg.MaxInFlight})
+		inner = inner.Copy(retries.WithLimiter(e.limiter))
 	}
 	var topts []retries.TransportOption
 	if cfg.AttemptTimeout > 0 {
 		topts = append(topts, retries.WithAttemptTimeout(cfg.AttemptTimeout))
 	}
-	wire := wireCounter{base: tr, s: &f.wire}
+	wire := wireCounter{base: f.transport, s: &f.wire}
 	client := func(pred retries.Predicate) *http.Client {
 		// The inner layer also retries, while the breaker is open, what
 		// the outer one would: it waits the outage out, and the outer
 		// layer spends no attempt and no budget on it.
 		innerT := retries.NewTransport(wire, inner.Copy(retries.WithRetry(
-			retries.RetryAny(inner.Retry(), retries.RetryIfOutage(f.breaker, pred)))), topts...)
+			retries.RetryAny(inner.Retry(), retries.RetryIfOutage(e.breaker, pred)))), topts...)
 		p := cfg.Outer.Copy(
 			retries.WithRetry(pred),
 			retries.WithBudget(cfg.Budget),
@@ -236,8 +260,8 @@ func New(cfg Config) (*Feeder, error) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
-	f.safeOps, f.unsafeOps = client(retrySafe), client(retryUnsafe)
-	return f, nil
+	e.safeOps, e.unsafeOps = client(retrySafe), client(retryUnsafe)
+	return e
 }
 
 // newHTTPTransport returns the connections' transport: at most
@@ -458,6 +482,7 @@ func (f *Feeder) counters(res *Result, elapsed time.Duration) {
 	res.inFlight = f.wire.inFlight.Load()
 	res.wire, res.Limiter, res.Budget, res.Breaker = &f.wire, f.limiter, f.cfg.Budget, f.breaker
 	res.pauses, res.paused, _ = f.pause.stats()
+	res.endpoints = f.endpointsJSON()
 	f.mu.Lock()
 	res.heldBack = f.heldBack
 	f.mu.Unlock()
@@ -583,8 +608,9 @@ func (f *Feeder) holdBack(op *Operation) {
 	f.failedOut.write(op)
 }
 
-// send sends op through the retrying clients, reports a failure, and
-// reports whether op was acknowledged.
+// send sends op to an endpoint through the retrying clients, reports a
+// failure, and reports whether op was acknowledged. When its endpoint
+// fails and moves it away, it goes to another.
 func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
 	ctx = withAttempts(ctx)
 	if f.cfg.Timeout > 0 {
@@ -592,6 +618,26 @@ func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
 		ctx, release = f.pause.withTimeout(ctx, f.cfg.Timeout)
 		defer release()
 	}
+	for {
+		e := f.route()
+		e.sent.Add(1)
+		e.ops.Add(1)
+		stay, leave := e.within(ctx)
+		ok, moved := f.sendTo(stay, e, op)
+		leave()
+		e.ops.Add(-1)
+		if !moved || ctx.Err() != nil {
+			if moved { // the operation's own context ended as it moved
+				f.fail(op, context.Cause(ctx))
+			}
+			return ok
+		}
+	}
+}
+
+// sendTo sends op to e, and reports whether it was acknowledged, or moved
+// away before an answer (and not reported).
+func (f *Feeder) sendTo(ctx context.Context, e *endpoint, op *Operation) (ok, moved bool) {
 	var body io.Reader
 	gzipped := false
 	if op.body != nil {
@@ -599,7 +645,7 @@ func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
 		b, gzipped = wireBody(op.body, f.cfg.Compression)
 		body = bytes.NewReader(b)
 	}
-	target := f.base + op.path
+	target := e.base + op.path
 	if f.params != "" {
 		sep := "?"
 		if strings.Contains(op.path, "?") {
@@ -610,7 +656,7 @@ func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
 	req, err := http.NewRequestWithContext(ctx, op.kind.method(), target, body)
 	if err != nil {
 		f.fail(op, err)
-		return false
+		return false, false
 	}
 	for name, vs := range f.cfg.Header {
 		req.Header[name] = vs
@@ -624,11 +670,14 @@ func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
 	if gzipped {
 		req.Header.Set("Content-Encoding", "gzip")
 	}
-	client := f.safeOps
+	client := e.safeOps
 	if !op.safe {
-		client = f.unsafeOps
+		client = e.unsafeOps
 	}
 	resp, err := client.Do(req)
+	if err != nil && context.Cause(ctx) == errMoved {
+		return false, true
+	}
 	if err != nil {
 		// The report names the operation; the client's *url.Error would
 		// name its URL again.
@@ -647,7 +696,7 @@ func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
 			f.stopOnTLS(err)
 		}
 		f.fail(op, err)
-		return false
+		return false, false
 	}
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
@@ -665,13 +714,13 @@ func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
 			}
 		}
 		f.fail(op, fmt.Errorf("%s: %s", resp.Status, msg))
-		return false
+		return false, false
 	}
 	f.ok.Add(1)
 	if f.cfg.Observer != nil {
 		f.cfg.Observer.Done(op, nil)
 	}
-	return true
+	return true, false
 }
 
 func (f *Feeder) fail(op *Operation, err error) {

@@ -179,20 +179,46 @@ func (o *opTimer) check(now time.Time, clock time.Duration) {
 	o.t.Reset(o.timeout - active)
 }
 
-// onBreaker is the breaker's OnStateChange: the feed pauses when it
-// opens, and resumes when it closes.
-func (f *Feeder) onBreaker(from, to retries.BreakerState) {
+// onBreaker is each endpoint's OnStateChange: the feed pauses while every
+// endpoint's breaker is open, and resumes when one closes. With several
+// endpoints, the operations waiting on one whose breaker opens move to the
+// others.
+func (f *Feeder) onBreaker(e *endpoint, from, to retries.BreakerState) {
 	now := time.Now()
+	multi := len(f.endpoints) > 1
+	var open int64
 	switch {
 	case from == retries.BreakerClosed:
+		open = f.openEndpoints.Add(1)
+		if multi {
+			f.out.printf("retries feed: endpoint %s is failing (%s); its operations go to the others\n", e.redactedURL(), f.wire.failure())
+		}
+	case to == retries.BreakerClosed:
+		open = f.openEndpoints.Add(-1)
+		if multi {
+			f.out.printf("retries feed: endpoint %s answers again\n", e.redactedURL())
+		}
+	default:
+		open = f.openEndpoints.Load()
+	}
+	if multi && to == retries.BreakerOpen {
+		e.moveAway()
+	}
+	all := open == int64(len(f.endpoints))
+	switch {
+	case all && from == retries.BreakerClosed:
 		if f.pause.begin(now, f.cfg.MaxOutage, f.outageTooLong) {
 			limit := "until it answers"
 			if f.cfg.MaxOutage > 0 {
 				limit = fmt.Sprintf("for up to %v (-max-outage)", f.cfg.MaxOutage)
 			}
-			f.out.printf("retries feed: paused: the server is failing (%s); sending only probes, %s\n", f.wire.failure(), limit)
+			what := "the server is failing"
+			if multi {
+				what = "every endpoint is failing"
+			}
+			f.out.printf("retries feed: paused: %s (%s); sending only probes, %s\n", what, f.wire.failure(), limit)
 		}
-	case to == retries.BreakerClosed:
+	case !all && to == retries.BreakerClosed:
 		if d, ok := f.pause.end(now); ok {
 			f.out.printf("retries feed: resumed: the server answers again, after a pause of %v\n", d.Round(100*time.Millisecond))
 		}

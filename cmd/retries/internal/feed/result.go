@@ -74,6 +74,7 @@ func (r Result) format(pretty bool) []byte {
 		{"retries.breaker", r.breakerJSON()},
 		{"retries.maxoutage.exceeded", r.outage != nil},
 		{"retries.failedfile.count", r.writtenJSON()},
+		{"retries.endpoints", r.endpoints},
 	}
 	var b bytes.Buffer
 	b.WriteByte('{')

@@ -1,0 +1,123 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed32e55400/retries"
+)
+
+// endpoint is one document/v1 endpoint of a feed, with its own limiter
+// and breaker: its capacity and its outages are its own.
+type endpoint struct {
+	url, base          string       // as given, and without a trailing slash
+	multi              bool         // the feed has other endpoints
+	safeOps, unsafeOps *http.Client // clients for operations safe to repeat or not (retrySafe, retryUnsafe)
+	limiter            *retries.Limiter
+	breaker            *retries.Breaker
+	ops                atomic.Int64 // operations on it now
+	sent               atomic.Int64 // operations routed to it
+	routedAt           atomic.Int64 // when an operation was last routed to it, in Unix nanoseconds
+
+	mu      sync.Mutex
+	move    context.Context // canceled to move the operations waiting on this endpoint to others
+	moveNow context.CancelCauseFunc
+}
+
+// errMoved is the cause of an operation's detour: its endpoint failed and
+// another may take it.
+var errMoved = errors.New("moved to another endpoint")
+
+// redactedURL is the endpoint's URL without a password, for the summary.
+func (e *endpoint) redactedURL() string {
+	u, err := url.Parse(e.url)
+	if err != nil {
+		return ""
+	}
+	return u.Redacted()
+}
+
+// moveAway moves the operations waiting on e to the other endpoints: their
+// contexts, from within, end with errMoved, and the feed routes them again.
+func (e *endpoint) moveAway() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.moveNow(errMoved)
+	e.move, e.moveNow = context.WithCancelCause(context.Background())
+}
+
+// within returns ctx for one operation's stay on e, ended with errMoved
+// when e moves its operations away, and the function that releases it.
+// With a single endpoint there is nowhere to move to, and ctx is returned
+// as it is.
+func (e *endpoint) within(ctx context.Context) (context.Context, func()) {
+	if !e.multi {
+		return ctx, func() {}
+	}
+	e.mu.Lock()
+	move := e.move
+	e.mu.Unlock()
+	c, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(move, func() { cancel(errMoved) })
+	return c, func() {
+		stop()
+		cancel(nil)
+	}
+}
+
+// probeEvery is how often an endpoint whose breaker is open is given an
+// operation while others take the feed, so that its breaker gets a probe.
+const probeEvery = time.Second
+
+// route picks the endpoint for the next operation: the least loaded whose
+// breaker is closed, or, once a second, one whose breaker is open, so that
+// it gets a probe; when every breaker is open, the one routed to longest
+// ago, so that the waiting operations spread and every endpoint is probed.
+func (f *Feeder) route() *endpoint {
+	if len(f.endpoints) == 1 {
+		return f.endpoints[0]
+	}
+	now := time.Now().UnixNano()
+	var best, stale *endpoint
+	for _, e := range f.endpoints {
+		if e.breaker.State() == retries.BreakerClosed {
+			if best == nil || e.ops.Load() < best.ops.Load() {
+				best = e
+			}
+			continue
+		}
+		if stale == nil || e.routedAt.Load() < stale.routedAt.Load() {
+			stale = e
+		}
+	}
+	switch {
+	case best == nil:
+		best = stale
+	case stale != nil && now-stale.routedAt.Load() >= int64(probeEvery):
+		best = stale
+	}
+	best.routedAt.Store(now)
+	return best
+}
+
+// endpointsJSON describes each endpoint for the summary, when there are
+// several.
+func (f *Feeder) endpointsJSON() any {
+	if len(f.endpoints) < 2 {
+		return nil
+	}
+	out := make([]any, len(f.endpoints))
+	for i, e := range f.endpoints {
+		s := e.breaker.Stats()
+		out[i] = map[string]any{
+			"url": e.redactedURL(), "operations": e.sent.Load(), "limiter": limiterJSON(e.limiter),
+			"breaker": map[string]any{"state": s.State.String(), "opened": s.Opened, "probes": s.Probes},
+		}
+	}
+	return out
+}
