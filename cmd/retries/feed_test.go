@@ -371,11 +371,19 @@ func TestFeedSeveralURLs(t *testing.T) {
 	for i := range 300 {
 		fmt.Fprintf(&in, `{"put":"id:a:b::%d","fields":{}}`+"\n", i)
 	}
-	code, out, stderr := runCmd(t, "feed", "-q", "-url", a.URL, "-url", b.URL, writeFile(t, in.String()))
+	// b's URL carries a password: it is sent, and never printed.
+	bURL := strings.Replace(b.URL, "http://", "http://feeder:s3cr3t@", 1)
+	code, out, stderr := runCmd(t, "feed", "-q", "-url", a.URL, "-url", bURL, writeFile(t, in.String()))
 	if code != exitOK || len(a.Applied())+len(b.Applied()) != 300 || len(a.Applied()) == 0 || len(b.Applied()) == 0 {
 		t.Errorf("exit status %d, applied %d and %d, want 0 and a share of 300 each; stderr:\n%s", code, len(a.Applied()), len(b.Applied()), stderr)
 	}
 	if !strings.Contains(out, `"retries.endpoints": [{`) {
 		t.Errorf("summary has no endpoints:\n%s", out)
+	}
+	if strings.Contains(out+stderr, "s3cr3t") {
+		t.Errorf("the URL's password was printed:\n%s\n%s", out, stderr)
+	}
+	if h := b.Headers(); len(h) == 0 || h[0].Get("Authorization") == "" {
+		t.Errorf("b got no basic authorization from its URL")
 	}
 }
