@@ -22,8 +22,10 @@ import (
 //     the last cut (so at most one cut per round trip) cuts it by rateCut,
 //     more while the share of backpressure is high; each success granted
 //     while the rate binds raises it by rateGrow × accel, plus rateProbe ×
-//     (accel−1) per second, where accel = 1 + (seconds since the last
-//     congestion signal)², up to 101. So about rateGrow/(rateGrow+rateCut)
+//     (accel−1) per second, where accel = 1 + (time since the last
+//     congestion signal / accelTime)², up to 101, and accelTime is four
+//     typical gaps between backpressures (100 ms to 1 s: a silence long
+//     for this server). So about rateGrow/(rateGrow+rateCut)
 //     ≈ 2 % of attempts meet backpressure at equilibrium, with a sawtooth
 //     of a few %, and a rate cut to its floor recovers in seconds.
 //   - Latency: smoothed latency above congestedRatio × its baseline plus
@@ -55,7 +57,8 @@ type control struct {
 	wallCheck int // successes until the wall is looked at again
 
 	lastCong, lastRateCut, lastGrow time.Duration
-	share                           float64 // smoothed share of backpressure
+	congGap                         time.Duration // smoothed gap between backpressures
+	share                           float64       // smoothed share of backpressure
 	// probing is set by a Retry-After hold: once it ends, one attempt goes
 	// until an outcome comes back.
 	probing bool
@@ -135,17 +138,41 @@ func (c *control) learn(s sample, sig Signal, now time.Duration) {
 	}
 }
 
+// accelTime is the time after a congestion signal at which growth
+// doubles: four typical gaps between backpressure signals, between 100 ms
+// and 1 s, so that a step up in capacity, a silence long for this server,
+// is followed within about a second at any rate.
+func (c *control) accelTime() time.Duration {
+	if c.congGap <= 0 {
+		return time.Second
+	}
+	return min(time.Second, max(100*time.Millisecond, 4*c.congGap))
+}
+
+// congested records a backpressure signal at now.
+func (c *control) congested(now time.Duration) {
+	if c.lastCong > 0 {
+		gap := min(now-c.lastCong, 10*time.Second)
+		if c.congGap == 0 {
+			c.congGap = gap
+		} else {
+			c.congGap += (gap - c.congGap) / 8
+		}
+	}
+	c.lastCong = now
+}
+
 // accel returns the growth multiplier: 1 right after a congestion signal,
 // rising with the square of the seconds since.
 func (c *control) accel(now time.Duration) float64 {
-	s := seconds(now - c.lastCong)
+	s := seconds(now-c.lastCong) / seconds(c.accelTime())
 	return 1 + min(100, s*s)
 }
 
 func (c *control) onSuccess(s sample, now time.Duration) {
 	cong, queue := c.latency.state()
 	if cong {
-		c.lastCong = now
+		c.lastCong = now // a latency signal: not a gap between backpressures
 		c.slowStart = false
 	}
 	accel := c.accel(now)
@@ -185,7 +212,7 @@ func (c *control) onSuccess(s sample, now time.Duration) {
 }
 
 func (c *control) onBackpressure(s sample, now time.Duration) {
-	c.lastCong = now
+	c.congested(now)
 	if c.slowStart {
 		c.slowStart = false
 		c.limit = max(minLimit, min(c.limit, float64(s.n))*limitCut)

@@ -489,3 +489,27 @@ func TestLimiterRetryAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestLimiterFollowsStepUp: against a rate limiter that admits 1000/s,
+// halved at 5 s and raised to 1500/s at 10 s (the arena's capacity steps),
+// the limiter follows the step up within about a second: a silence long
+// for this server makes its growth accelerate at once.
+func TestLimiterFollowsStepUp(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		l := retries.NewLimiter(retries.LimiterConfig{})
+		s := newRateServer(1000, 20, time.Millisecond)
+		r := drive(t, l, s, 64, 14, map[int]func(){
+			5:  func() { s.setRate(500) },
+			10: func() { s.setRate(1500) },
+		})
+		t.Logf("seconds 10-13 after the step: %v", r.ok[10:14])
+		if got, _ := r.share(11, 12); got < 0.9*1500 {
+			r.log(t)
+			t.Errorf("1–2 s after the step up: %.0f/s, want ≥ %.0f", got, 0.9*1500)
+		}
+		if got, throttled := r.share(11, 14); throttled > 0.05 {
+			t.Errorf("after the step up: %.0f/s with %.1f%% backpressure, want ≤ 5%%", got, 100*throttled)
+		}
+	})
+}
