@@ -23,7 +23,7 @@ import (
 //     more while the share of backpressure is high; each success granted
 //     while the rate binds raises it by rateGrow × accel, plus rateProbe ×
 //     (accel−1) per second, where accel = 1 + (time since the last
-//     congestion signal / accelTime)², up to 101, and accelTime is four
+//     congestion signal / accelTime)², up to 101, and accelTime is two
 //     typical gaps between backpressures (100 ms to 1 s: a silence long
 //     for this server). So about rateGrow/(rateGrow+rateCut)
 //     ≈ 2 % of attempts meet backpressure at equilibrium, with a sawtooth
@@ -139,14 +139,14 @@ func (c *control) learn(s sample, sig Signal, now time.Duration) {
 }
 
 // accelTime is the time after a congestion signal at which growth
-// doubles: four typical gaps between backpressure signals, between 100 ms
+// doubles: two typical gaps between backpressure signals, between 100 ms
 // and 1 s, so that a step up in capacity, a silence long for this server,
 // is followed within about a second at any rate.
 func (c *control) accelTime() time.Duration {
 	if c.congGap <= 0 {
 		return time.Second
 	}
-	return min(time.Second, max(100*time.Millisecond, 4*c.congGap))
+	return min(time.Second, max(100*time.Millisecond, 2*c.congGap))
 }
 
 // congested records a backpressure signal at now.
