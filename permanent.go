@@ -25,7 +25,7 @@ func Permanent(err error) error {
 	return backoff.Permanent(err)
 }
 
-// maxUnwrap bounds the walk of an error's tree in findPermanent: an error
+// maxUnwrap bounds the walk of an error's tree in findInTree: an error
 // whose Unwrap returns itself, or a cycle, would otherwise make every
 // retried call spin for ever. errors.Is and errors.As have no such bound,
 // so predicates built on them still spin on such an error.
@@ -33,38 +33,61 @@ const maxUnwrap = 100
 
 // findPermanent returns the error wrapped by the first permanent error in
 // err's tree (backoff v4's *PermanentError, or that of a later major), and
-// whether there was one. It walks at most maxUnwrap errors, depth first, and
-// avoids errors.As, which would allocate its target.
+// whether there was one.
 func findPermanent(err error) (error, bool) {
-	budget := maxUnwrap
-	return walkPermanent(err, &budget)
-}
-
-func walkPermanent(err error, budget *int) (error, bool) {
-	for err != nil {
-		if *budget--; *budget < 0 {
-			return nil, false
-		}
-		switch e := err.(type) {
-		case *backoff.PermanentError:
-			return e.Err, true
-		case interface{ Unwrap() []error }:
-			for _, inner := range e.Unwrap() {
-				if pe, ok := walkPermanent(inner, budget); ok {
-					return pe, true
-				}
-			}
-			return nil, false
-		case interface{ Unwrap() error }:
-			if isLaterBackoffPermanent(err) {
-				return e.Unwrap(), true
-			}
-			err = e.Unwrap()
-		default:
-			return nil, false
-		}
+	switch pe := findInTree(err, isPermanent).(type) {
+	case nil:
+		return nil, false
+	case *backoff.PermanentError:
+		return pe.Err, true
+	case interface{ Unwrap() error }:
+		return pe.Unwrap(), true
 	}
 	return nil, false
+}
+
+// isPermanent reports whether err is a permanent error of backoff v4 or of
+// a later major.
+func isPermanent(err error) bool {
+	if _, ok := err.(*backoff.PermanentError); ok {
+		return true
+	}
+	_, ok := err.(interface{ Unwrap() error })
+	return ok && isLaterBackoffPermanent(err)
+}
+
+// findInTree returns the first error in err's tree that match accepts,
+// depth first as errors.As visits them, or nil. It walks at most maxUnwrap
+// errors, so that a cycle cannot make it spin, and allocates nothing (where
+// errors.As allocates its target) unless match does.
+func findInTree(err error, match func(error) bool) error {
+	budget := maxUnwrap
+	return walkTree(err, match, &budget)
+}
+
+func walkTree(err error, match func(error) bool, budget *int) error {
+	for err != nil {
+		if *budget--; *budget < 0 {
+			return nil
+		}
+		if match(err) {
+			return err
+		}
+		switch e := err.(type) {
+		case interface{ Unwrap() error }:
+			err = e.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				if found := walkTree(inner, match, budget); found != nil {
+					return found
+				}
+			}
+			return nil
+		default:
+			return nil
+		}
+	}
+	return nil
 }
 
 // isLaterBackoffPermanent reports whether err is a *PermanentError of

@@ -173,9 +173,15 @@ func (p *statusPred) String() string {
 // statusOf returns the HTTP status an outcome carries, if any.
 func statusOf(v any, err error) (int, bool) {
 	if err != nil {
-		budget := maxUnwrap
-		if se := findStatusError(err, &budget); se != nil {
-			return se.StatusCode, true
+		switch found := findInTree(err, hasStatusError).(type) {
+		case nil:
+		case *StatusError:
+			return found.StatusCode, true
+		default: // its As method gives one
+			var se *StatusError
+			if found.(interface{ As(any) bool }).As(&se) && se != nil {
+				return se.StatusCode, true
+			}
 		}
 		return 0, false
 	}
@@ -196,36 +202,12 @@ func statusOf(v any, err error) (int, bool) {
 	return 0, false
 }
 
-// findStatusError returns the first *StatusError in err's tree, as
-// errors.As finds it, walking at most *budget errors. Unlike errors.As it
-// allocates nothing unless an error on the way has an As method.
-func findStatusError(err error, budget *int) *StatusError {
-	for err != nil {
-		if *budget--; *budget < 0 {
-			return nil
-		}
-		if se, ok := err.(*StatusError); ok {
-			return se
-		}
-		if a, ok := err.(interface{ As(any) bool }); ok {
-			var se *StatusError
-			if a.As(&se) {
-				return se
-			}
-		}
-		switch e := err.(type) {
-		case interface{ Unwrap() error }:
-			err = e.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, inner := range e.Unwrap() {
-				if se := findStatusError(inner, budget); se != nil {
-					return se
-				}
-			}
-			return nil
-		default:
-			return nil
-		}
+// hasStatusError is statusOf's test of one error in a tree: a
+// *StatusError, or an error whose As method gives one.
+func hasStatusError(err error) bool {
+	if _, ok := err.(*StatusError); ok {
+		return true
 	}
-	return nil
+	a, ok := err.(interface{ As(any) bool })
+	return ok && a.As(new(*StatusError))
 }
