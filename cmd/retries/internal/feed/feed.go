@@ -153,8 +153,6 @@ type Feeder struct {
 	endpoints              []*endpoint
 	params                 string // the request parameters of every operation, encoded; "" if none
 	transport              *http.Transport
-	limiter                *retries.Limiter // the first endpoint's
-	breaker                *retries.Breaker // the first endpoint's
 	openEndpoints          atomic.Int64     // endpoints whose breaker is open or half-open
 	pause                  pause
 	outage                 atomic.Pointer[outageError] // set when the outage outlasted Config.MaxOutage
@@ -208,7 +206,6 @@ func New(cfg Config) (*Feeder, error) {
 	for _, raw := range urls {
 		f.endpoints = append(f.endpoints, f.newEndpoint(raw))
 	}
-	f.limiter, f.breaker = f.endpoints[0].limiter, f.endpoints[0].breaker
 	return f, nil
 }
 
@@ -414,7 +411,6 @@ func (f *Feeder) dispatchAll(ctx, sendCtx context.Context, items <-chan readItem
 			}
 			return res, true
 		}
-		res.operations++
 		f.read.Add(1)
 		select {
 		case slots <- struct{}{}:
@@ -428,7 +424,7 @@ func (f *Feeder) dispatchAll(ctx, sendCtx context.Context, items <-chan readItem
 	}
 }
 
-// badInput reports an error of the input and counts it in res. It reports
+// badInput reports an error of the input and counts it. It reports
 // whether the reading goes on: after a *badInput it does; after the end of
 // the input, an *inputError or another error it stops, and res.unread is
 // then where the unread input starts, or line 0 if all was read.
@@ -440,15 +436,12 @@ func (f *Feeder) badInput(res *Result, err error) (goOn bool) {
 		res.unread = inputPos{}
 		return false
 	case errors.As(err, &bad):
-		res.operations++
-		res.badInput++
 		f.read.Add(1)
 		f.badIn.Add(1)
 		f.failed.Add(1)
 		f.out.printf("retries feed: %v (skipped)\n", err)
 		return true
 	case errors.As(err, &stop):
-		res.badInput++
 		f.badIn.Add(1)
 		res.unread = stop.from
 	default:
@@ -480,7 +473,9 @@ func (f *Feeder) counters(res *Result, elapsed time.Duration) {
 	res.ok, res.failed = f.ok.Load(), f.failed.Load()
 	res.notFound, res.condFailed, res.refusals = f.notFound.Load(), f.condFailed.Load(), f.refusals.Load()
 	res.inFlight = f.wire.inFlight.Load()
-	res.wire, res.Limiter, res.Budget, res.Breaker = &f.wire, f.limiter, f.cfg.Budget, f.breaker
+	first := f.endpoints[0]
+	res.operations, res.badInput = f.read.Load(), f.badIn.Load()
+	res.wire, res.Limiter, res.Budget, res.Breaker = &f.wire, first.limiter, f.cfg.Budget, first.breaker
 	res.pauses, res.paused, _ = f.pause.stats()
 	res.endpoints = f.endpointsJSON()
 	f.mu.Lock()
@@ -492,7 +487,6 @@ func (f *Feeder) counters(res *Result, elapsed time.Duration) {
 func (f *Feeder) current(start time.Time) Result {
 	var res Result
 	f.counters(&res, time.Since(start))
-	res.operations, res.badInput = f.read.Load(), f.badIn.Load()
 	res.hasFailedFile = f.failedOut != nil
 	if res.hasFailedFile {
 		res.written, _ = f.failedOut.result()

@@ -77,10 +77,7 @@ func (p *pause) end(now time.Time) (time.Duration, bool) {
 	}
 	d := now.Sub(p.since)
 	p.on, p.total = false, p.total+d
-	if p.limit != nil {
-		p.limit.Stop()
-		p.limit = nil
-	}
+	p.stopLimit()
 	close(p.resumed)
 	p.waiting.Store(nil)
 	for _, t := range p.deferred {
@@ -94,6 +91,11 @@ func (p *pause) end(now time.Time) (time.Duration, bool) {
 func (p *pause) disarm() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.stopLimit()
+}
+
+// stopLimit stops the MaxOutage timer, if any. p.mu is held.
+func (p *pause) stopLimit() {
 	if p.limit != nil {
 		p.limit.Stop()
 		p.limit = nil

@@ -38,8 +38,8 @@ func commandLine(p Progress) string {
 // snapshot returns the feed's counts now, Elapsed and Rate left out.
 func (f *Feeder) snapshot() Progress {
 	limit := strconv.Itoa(f.cfg.Concurrency) + " (fixed)"
-	if f.limiter != nil {
-		limit = strconv.FormatFloat(f.limiter.Stats().Limit, 'g', 4, 64)
+	if l := f.endpoints[0].limiter; l != nil {
+		limit = strconv.FormatFloat(l.Stats().Limit, 'g', 4, 64)
 	}
 	w := &f.wire
 	_, _, paused := f.pause.stats()
