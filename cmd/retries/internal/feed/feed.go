@@ -153,7 +153,7 @@ type Feeder struct {
 	endpoints              []*endpoint
 	params                 string // the request parameters of every operation, encoded; "" if none
 	transport              *http.Transport
-	openEndpoints          atomic.Int64     // endpoints whose breaker is open or half-open
+	openEndpoints          atomic.Int64 // endpoints whose breaker is open or half-open
 	pause                  pause
 	outage                 atomic.Pointer[outageError] // set when the outage outlasted Config.MaxOutage
 	tlsErr                 atomic.Pointer[tlsStop]     // set at the first TLS error
