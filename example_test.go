@@ -161,3 +161,23 @@ func ExampleWithBreaker() {
 	// retries: circuit breaker open before the first attempt
 	// true
 }
+
+// ExampleRetryIfOutage: the inner layer retries a 503 only while its
+// breaker is open, so that an outer DocV1 layer spends no attempt on an
+// outage, and otherwise returns the 503 for the outer layer to judge.
+func ExampleRetryIfOutage() {
+	b := retries.NewBreaker(retries.BreakerConfig{})
+	pred := retries.RetryIfOutage(b, retries.DocV1.Retry())
+	unavailable := &retries.StatusError{StatusCode: 503}
+	fmt.Println(pred)
+	fmt.Println("closed:", pred.Match(nil, unavailable))
+	p := retries.New(retries.WithBreaker(b))
+	for b.State() != retries.BreakerOpen {
+		_ = p.Do(context.Background(), func(context.Context) error { return unavailable })
+	}
+	fmt.Println("open:", pred.Match(nil, unavailable))
+	// Output:
+	// RetryIfOutage(RetryAny(RetryIfAnyError(), RetryIfStatus(503)))
+	// closed: false
+	// open: true
+}
