@@ -182,9 +182,12 @@ func (e *attemptTimeout) Timeout() bool { return true }
 
 // RoundTrip sends req under the Transport's policy and returns a response
 // or an error, never both and never neither, as [http.RoundTripper] asks.
-// Each attempt sends a clone of req with a body from [http.Request.GetBody]
-// (a body without one is sent once: see [ErrBodyNotReplayable]); req itself
-// is never modified, and its Body is closed. A response the policy retries
+// The first attempt sends req itself, with its own body, or a shallow copy
+// ([http.Request.WithContext]) when it needs a context of its own (an
+// attempt timeout, or hooks that look for the request); every retry sends a
+// clone of req with a body from [http.Request.GetBody] (a body without one
+// is sent once: see [ErrBodyNotReplayable]). req itself is never modified,
+// and its Body is closed. A response the policy retries
 // is released by its discard step ([WithDiscard]); the one returned is
 // untouched. When the policy gives up, RoundTrip returns what its exhaustion
 // rule gives, the last response alone if that rule returns one, an error
@@ -197,13 +200,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, errors.New("retries: Transport.RoundTrip: nil Request or Request.URL")
 	}
-	r := &roundTrip{t: t, req: req, method: req.Method, url: req.URL.Redacted()}
-	if r.method == "" {
-		r.method = http.MethodGet
-	}
-	r.ctx = req.Context()
+	r := &roundTrip{t: t, req: req, ctx: req.Context()}
 	if p := &t.policy; p.before != nil || p.after != nil || p.beforeSleep != nil {
-		r.ctx = &roundTripCtx{Context: r.ctx, method: r.method, url: r.url}
+		method := req.Method
+		if method == "" {
+			method = http.MethodGet
+		}
+		r.ctx = &roundTripCtx{Context: r.ctx, method: method, url: req.URL.Redacted()}
+		r.wrapped = true
 	}
 	defer r.closeBody()
 	switch {
@@ -248,16 +252,17 @@ func isIdempotent(req *http.Request) bool {
 
 // roundTrip is the state of one call to RoundTrip.
 type roundTrip struct {
-	t           *Transport
-	req         *http.Request
-	ctx         context.Context // req's, or a *roundTripCtx around it for the hooks
-	method, url string
-	ownBody     bool  // the caller's Body was handed to the base RoundTripper
-	lastErr     error // the last attempt's error, nil after a response
+	t       *Transport
+	req     *http.Request
+	ctx     context.Context // req's, or a *roundTripCtx around it for the hooks
+	wrapped bool            // ctx is a *roundTripCtx
+	sent    bool            // an attempt has been made
+	ownBody bool            // the caller's Body was handed to the base RoundTripper
+	lastErr error           // the last attempt's error, nil after a response
 }
 
-// closeBody closes the caller's body unless the base RoundTripper took it.
-// Attempts send bodies from GetBody, so the caller's own is never read.
+// closeBody closes the caller's body unless the base RoundTripper took it:
+// only a first attempt sends it, so it is never read twice.
 func (r *roundTrip) closeBody() {
 	if !r.ownBody && r.req.Body != nil {
 		_ = r.req.Body.Close()
@@ -272,14 +277,30 @@ func (r *roundTrip) attempt(ctx context.Context) (*http.Response, error) {
 }
 
 func (r *roundTrip) try(ctx context.Context) (*http.Response, error) {
+	first := !r.sent
+	r.sent = true
+	if first && r.t.attemptTimeout == 0 && !r.wrapped {
+		// The request can go as it is: the attempt needs no context of
+		// its own, and the body is the caller's, unread.
+		r.ownBody = true
+		return r.outcome(r.t.baseRT().RoundTrip(r.req))
+	}
 	actx, cancel := ctx, context.CancelCauseFunc(nil)
 	if r.t.attemptTimeout > 0 {
 		actx, cancel = context.WithCancelCause(ctx)
 	}
-	req := r.req.Clone(actx)
+	var req *http.Request
 	switch {
+	case first:
+		// A shallow copy with the attempt's context, and the caller's
+		// body: the base RoundTripper takes it (it closes it). A retry
+		// sends a clone with a body from GetBody, so the caller's body
+		// is never read twice.
+		req = r.req.WithContext(actx)
+		r.ownBody = true
 	case !hasBody(r.req):
-	case r.req.GetBody != nil:
+		req = r.req.Clone(actx)
+	default: // a retry has a GetBody: once sends a body without one
 		body, err := r.req.GetBody()
 		if err != nil {
 			if cancel != nil {
@@ -287,9 +308,8 @@ func (r *roundTrip) try(ctx context.Context) (*http.Response, error) {
 			}
 			return nil, backoff.Permanent(&getBodyError{err})
 		}
+		req = r.req.Clone(actx)
 		req.Body = body
-	default:
-		r.ownBody = true // sent once, with the caller's own body
 	}
 	base := r.t.baseRT()
 	if cancel == nil {

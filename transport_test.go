@@ -362,9 +362,15 @@ func TestTransportIdempotentOnly(t *testing.T) {
 }
 
 func TestTransportLeavesRequestAlone(t *testing.T) {
+	for _, opts := range [][]retries.TransportOption{nil, {retries.WithAttemptTimeout(time.Minute)}} {
+		t.Run(fmt.Sprintf("options=%d", len(opts)), func(t *testing.T) { testTransportLeavesRequestAlone(t, opts) })
+	}
+}
+
+func testTransportLeavesRequestAlone(t *testing.T, opts []retries.TransportOption) {
 	const payload = "the request body"
 	srv := tpServe(t, tpStatuses(429, 429, 200))
-	rt := retries.NewTransport(tpNewTracker(t), retries.Throttle.Copy(tpNoWait), retries.WithAttemptTimeout(time.Minute))
+	rt := retries.NewTransport(tpNewTracker(t), retries.Throttle.Copy(tpNoWait), opts...)
 
 	type key struct{}
 	ctx := context.WithValue(context.Background(), key{}, "caller")
@@ -412,6 +418,64 @@ func TestTransportLeavesRequestAlone(t *testing.T) {
 	if got := srv.gotBodies(); len(got) != 3 || got[0] != payload || got[2] != payload {
 		t.Errorf("server got bodies %q, want 3 × %q", got, payload)
 	}
+}
+
+// TestTransportFirstTry checks which request a first attempt sends: the
+// caller's own, or a shallow copy when the attempt needs a context of its
+// own (an attempt timeout, or hooks that find the request with
+// TransportRequest); either way with the caller's body and no call of
+// GetBody.
+func TestTransportFirstTry(t *testing.T) {
+	hook := retries.WithBefore(func(context.Context, retries.State) {})
+	for _, tc := range []struct {
+		name   string
+		policy retries.Policy
+		opts   []retries.TransportOption
+		itself bool
+	}{
+		{"plain", retries.DocV1, nil, true},
+		{"attempt_timeout", retries.DocV1, []retries.TransportOption{retries.WithAttemptTimeout(time.Minute)}, false},
+		{"hook", retries.DocV1.Copy(hook), nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := tpServe(t, tpStatuses(200))
+			req := tpPost(t, context.Background(), srv.URL, "doc")
+			getBody, calls := req.GetBody, 0
+			req.GetBody = func() (io.ReadCloser, error) { calls++; return getBody() }
+			closed := &tpCloseCounter{ReadCloser: req.Body}
+			req.Body = closed
+			resp, err := retries.NewTransport(tpNewTracker(t), tc.policy, tc.opts...).RoundTrip(req)
+			if err != nil {
+				t.Fatalf("RoundTrip() error = %v", err)
+			}
+			if got := tpRead(t, resp); resp.StatusCode != 200 {
+				t.Fatalf("response %d %q, want 200", resp.StatusCode, got)
+			}
+			if sent := resp.Request == req; sent != tc.itself {
+				t.Errorf("the caller's request was sent itself: %v, want %v", sent, tc.itself)
+			}
+			if calls != 0 {
+				t.Errorf("GetBody called %d times, want 0", calls)
+			}
+			if n := closed.closes.Load(); n < 1 {
+				t.Errorf("the caller's body was closed %d times, want at least once", n)
+			}
+			if got := srv.gotBodies(); len(got) != 1 || got[0] != "doc" {
+				t.Errorf("server got bodies %q, want [doc]", got)
+			}
+		})
+	}
+}
+
+// tpCloseCounter counts the calls of Close on a request body.
+type tpCloseCounter struct {
+	io.ReadCloser
+	closes atomic.Int32
+}
+
+func (c *tpCloseCounter) Close() error {
+	c.closes.Add(1)
+	return c.ReadCloser.Close()
 }
 
 func TestTransportTwoLayers(t *testing.T) {
