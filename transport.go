@@ -39,6 +39,7 @@ type Transport struct {
 	policy         Policy
 	idempotentOnly bool
 	attemptTimeout time.Duration
+	timeoutErr     *attemptTimeout // the error of an attempt that ran out of time
 }
 
 // TransportOption configures a [Transport] in [NewTransport].
@@ -90,7 +91,7 @@ func WithIdempotentOnly() TransportOption {
 // WithAttemptTimeout panics if d is negative.
 func WithAttemptTimeout(d time.Duration) TransportOption {
 	checkNonNegative("WithAttemptTimeout", "d", d)
-	return func(t *Transport) { t.attemptTimeout = d }
+	return func(t *Transport) { t.attemptTimeout, t.timeoutErr = d, &attemptTimeout{d: d} }
 }
 
 // ErrBodyNotReplayable is matched (with [errors.Is]) by the error of a
@@ -316,8 +317,10 @@ func (r *roundTrip) try(ctx context.Context) (*http.Response, error) {
 		return r.outcome(base.RoundTrip(req))
 	}
 
-	timeout := &attemptTimeout{d: r.t.attemptTimeout}
-	timer := time.AfterFunc(r.t.attemptTimeout, func() { cancel(timeout) })
+	// One object per timed attempt: the timer's callback, and the body
+	// that ends the attempt's context when the response is done with.
+	a := &cancelBody{cancel: cancel, limit: r.t.attemptTimeout, timeout: r.t.timeoutErr}
+	timer := time.AfterFunc(r.t.attemptTimeout, a.expire)
 	resp, err := base.RoundTrip(req)
 	if fired := !timer.Stop(); fired && ctx.Err() == nil {
 		// The attempt ran out of time, even if a response arrived at the
@@ -326,7 +329,7 @@ func (r *roundTrip) try(ctx context.Context) (*http.Response, error) {
 		if resp != nil {
 			discardBody(resp)
 		}
-		return nil, timeout
+		return nil, r.t.timeoutErr
 	}
 	if err != nil || resp == nil || resp.Body == nil {
 		cancel(nil)
@@ -334,7 +337,11 @@ func (r *roundTrip) try(ctx context.Context) (*http.Response, error) {
 	}
 	// The attempt's context must outlive RoundTrip: the caller reads the
 	// body under it. It ends when the body is closed or read to the end.
-	resp.Body = newCancelBody(resp.Body, func() { cancel(nil) }, r.t.attemptTimeout)
+	a.rc = resp.Body
+	resp.Body = a
+	if w, ok := a.rc.(io.ReadWriteCloser); ok { // a 101 Switching Protocols body
+		resp.Body = &cancelBodyRW{cancelBody: a, w: w}
+	}
 	return resp, nil
 }
 
@@ -415,19 +422,18 @@ func (e *getBodyError) Unwrap() error { return e.err }
 // cancelBody releases an attempt's context when the body is closed or read
 // to the end.
 type cancelBody struct {
-	rc    io.ReadCloser
-	once  sync.Once
-	stop  func()
-	limit time.Duration // the attempt timeout
+	rc      io.ReadCloser
+	once    sync.Once
+	cancel  context.CancelCauseFunc // the attempt's
+	limit   time.Duration           // the attempt timeout
+	timeout error                   // the cause when the attempt runs out of time
 }
 
-func newCancelBody(rc io.ReadCloser, stop func(), limit time.Duration) io.ReadCloser {
-	b := &cancelBody{rc: rc, stop: stop, limit: limit}
-	if w, ok := rc.(io.ReadWriteCloser); ok { // a 101 Switching Protocols body
-		return &cancelBodyRW{cancelBody: b, w: w}
-	}
-	return b
-}
+// expire ends the attempt's context because it ran out of time.
+func (b *cancelBody) expire() { b.cancel(b.timeout) }
+
+// stop ends the attempt's context once the response is done with.
+func (b *cancelBody) stop() { b.cancel(nil) }
 
 func (b *cancelBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)

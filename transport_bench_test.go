@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/seed32e55400/retries"
 )
@@ -72,7 +73,8 @@ func (s staticRT) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // TestTransportFirstTryAllocations pins what a retrying layer allocates for
 // a first-try success: nothing, with one layer or two, when the request
-// can go as it is (no attempt timeout, no hooks).
+// can go as it is (no attempt timeout, no hooks); with an attempt timeout,
+// what its own context, its timer and the request's shallow copy need.
 func TestTransportFirstTryAllocations(t *testing.T) {
 	base := staticRT{&http.Response{StatusCode: http.StatusOK, Body: http.NoBody}}
 	req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1/document/v1/", bytes.NewReader(make([]byte, 512)))
@@ -86,11 +88,14 @@ func TestTransportFirstTryAllocations(t *testing.T) {
 	}{
 		{"one_layer", retries.NewTransport(base, retries.DocV1), 0},
 		{"two_layers", retries.NewTransport(retries.NewTransport(base, retries.Throttle), retries.DocV1), 0},
+		{"attempt_timeout", retries.NewTransport(base, retries.Throttle, retries.WithAttemptTimeout(time.Minute)), 6},
 	} {
 		got := testing.AllocsPerRun(1000, func() {
-			if resp, err := c.rt.RoundTrip(req); err != nil || resp.StatusCode != http.StatusOK {
+			resp, err := c.rt.RoundTrip(req)
+			if err != nil || resp.StatusCode != http.StatusOK {
 				t.Fatalf("RoundTrip() = %v, %v", resp, err)
 			}
+			_ = resp.Body.Close()
 		})
 		if got > c.want {
 			t.Errorf("%s: %v allocations per first-try request, want at most %v", c.name, got, c.want)
