@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // ErrBudgetExhausted is matched (with [errors.Is]) by the [*RetryError] of
@@ -28,24 +31,47 @@ var ErrBudgetExhausted = errors.New("retries: retry budget exhausted")
 // budget of the healthy ones.
 //
 // The window is kept in 50 slices of 200 ms, so "any window of 10 s" holds
-// to within one slice.
+// to within one slice. While the budget is in use, a timer marks the start
+// of each slice; it stops itself after a slice in which nothing happened.
 type Budget struct {
 	ratio, minPerSecond float64
 
 	epoch time.Time // NewBudget's time: slices are counted from it
 
-	mu     sync.Mutex
-	slices [budgetSlices]budgetSlice
-	head   int64 // the index of the newest slice, counted from epoch
-	total  budgetSlice
+	// The counts since NewBudget. A first attempt adds to one shard of
+	// deposits, picked by its goroutine's stack, so that goroutines on
+	// different processors rarely write one cache line.
+	deposits [budgetShards]budgetShard
+	retries  atomic.Int64
+	refusals atomic.Int64
+
+	ticking atomic.Bool   // the timer marks slice starts
+	seq     atomic.Uint64 // odd while a mark is written (a sequence lock)
+	head    atomic.Int64  // the newest slice whose start is marked
+
+	mu    sync.Mutex               // serialises the writers of marks
+	marks [budgetSlices]budgetMark // the counts at the start of slice k, at k % budgetSlices
+	last  budgetCounts             // the counts the timer marked last
 }
 
-type budgetSlice struct{ deposits, retries, refusals int64 }
+// budgetShard is a count of deposits on a cache line of its own.
+type budgetShard struct {
+	n atomic.Int64
+	_ [56]byte
+}
+
+// budgetCounts is a snapshot of a Budget's counts.
+type budgetCounts struct{ deposits, retries, refusals int64 }
+
+// budgetMark is the counts at the start of a slice, written under the
+// sequence lock.
+type budgetMark struct{ deposits, retries, refusals atomic.Int64 }
 
 const (
 	budgetWindow = 10 * time.Second
 	budgetSlices = 50
 	budgetTick   = budgetWindow / budgetSlices
+	budgetShards = 8
 )
 
 // NewBudget returns a Budget that lets retries number at most ratio × first
@@ -85,12 +111,15 @@ type BudgetStats struct {
 // Stats returns a snapshot of b.
 func (b *Budget) Stats() BudgetStats {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.advance()
+	if !b.ticking.Load() {
+		b.markLocked(b.index(), b.last)
+	}
+	b.mu.Unlock()
+	w := b.window()
 	return BudgetStats{
 		Ratio: b.ratio, MinPerSecond: b.minPerSecond,
-		Deposits: b.total.deposits, Retries: b.total.retries, Refusals: b.total.refusals,
-		Available: b.available(),
+		Deposits: w.deposits, Retries: w.retries, Refusals: w.refusals,
+		Available: b.available(w),
 	}
 }
 
@@ -102,10 +131,10 @@ func (b *Budget) String() string {
 		s.Ratio, s.MinPerSecond, budgetWindow, s.Deposits, s.Retries, s.Refusals)
 }
 
-// available returns how many more retries the window allows. b.mu is held.
-func (b *Budget) available() int64 {
-	allowed := b.ratio*float64(b.total.deposits) + b.minPerSecond*budgetWindow.Seconds()
-	n := math.Floor(allowed) - float64(b.total.retries)
+// available returns how many more retries the window w allows.
+func (b *Budget) available(w budgetCounts) int64 {
+	allowed := b.ratio*float64(w.deposits) + b.minPerSecond*budgetWindow.Seconds()
+	n := math.Floor(allowed) - float64(w.retries)
 	if n < 0 {
 		return 0
 	}
@@ -115,39 +144,119 @@ func (b *Budget) available() int64 {
 	return int64(n)
 }
 
-// advance moves the window to the current time, forgetting the slices that
-// left it. It reads the monotonic clock only (time.Since costs half of
-// time.Now). b.mu is held.
-func (b *Budget) advance() {
-	idx := int64(time.Since(b.epoch) / budgetTick)
-	if idx <= b.head {
-		return // the clock did not move on, or went back: keep the current slice
+// counts returns b's counts now.
+func (b *Budget) counts() budgetCounts {
+	c := budgetCounts{retries: b.retries.Load(), refusals: b.refusals.Load()}
+	for i := range b.deposits {
+		c.deposits += b.deposits[i].n.Load()
 	}
-	if idx-b.head >= budgetSlices {
-		b.slices = [budgetSlices]budgetSlice{}
-		b.total = budgetSlice{}
-		b.head = idx
-		return
-	}
-	for b.head < idx {
-		b.head++
-		s := &b.slices[b.head%budgetSlices]
-		b.total.deposits -= s.deposits
-		b.total.retries -= s.retries
-		b.total.refusals -= s.refusals
-		*s = budgetSlice{}
+	return c
+}
+
+// window returns the counts within the window: now, less those at the
+// start of its oldest slice.
+func (b *Budget) window() budgetCounts {
+	start := b.windowStart()
+	now := b.counts()
+	return budgetCounts{now.deposits - start.deposits, now.retries - start.retries, now.refusals - start.refusals}
+}
+
+// windowStart returns the counts at the start of the window's oldest
+// slice, head-49, whose slot head+1 will overwrite.
+func (b *Budget) windowStart() budgetCounts {
+	for {
+		seq := b.seq.Load()
+		if seq&1 != 0 {
+			runtime.Gosched() // a mark is being written: a few stores
+			continue
+		}
+		m := &b.marks[(b.head.Load()+1)%budgetSlices]
+		start := budgetCounts{m.deposits.Load(), m.retries.Load(), m.refusals.Load()}
+		if b.seq.Load() == seq {
+			return start
+		}
 	}
 }
 
-func (b *Budget) current() *budgetSlice { return &b.slices[b.head%budgetSlices] }
+// index returns the slice the clock is in. It reads the monotonic clock
+// only (time.Since costs half of time.Now).
+func (b *Budget) index() int64 { return int64(time.Since(b.epoch) / budgetTick) }
 
-// deposit records a first attempt.
-func (b *Budget) deposit() {
+// markLocked marks c as the counts at the start of every slice after head
+// up to idx, and moves head to idx. b.mu is held.
+func (b *Budget) markLocked(idx int64, c budgetCounts) {
+	head := b.head.Load()
+	if idx <= head {
+		return // the clock did not move on, or went back
+	}
+	b.seq.Add(1)
+	for k := max(head+1, idx-budgetSlices+1); k <= idx; k++ {
+		m := &b.marks[k%budgetSlices]
+		m.deposits.Store(c.deposits)
+		m.retries.Store(c.retries)
+		m.refusals.Store(c.refusals)
+	}
+	b.head.Store(idx)
+	b.seq.Add(1)
+}
+
+// wake starts the timer that marks slice starts, if it is not running.
+// Nothing changed since it stopped but what is in the current slice, so
+// the slices it did not mark start with the counts it marked last.
+func (b *Budget) wake() {
 	b.mu.Lock()
-	b.advance()
-	b.current().deposits++
-	b.total.deposits++
-	b.mu.Unlock()
+	defer b.mu.Unlock()
+	if b.ticking.Load() {
+		return
+	}
+	idx := b.index()
+	b.markLocked(idx, b.last)
+	b.ticking.Store(true)
+	b.armLocked(idx)
+}
+
+// armLocked sets the timer for the start of the slice after idx. b.mu is
+// held.
+func (b *Budget) armLocked(idx int64) {
+	time.AfterFunc(time.Duration(idx+1)*budgetTick-time.Since(b.epoch), b.tick)
+}
+
+// tick marks the start of the slice the clock is in with the counts now,
+// and stops the timer if nothing happened in the slice before.
+func (b *Budget) tick() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	idx, c := b.index(), b.counts()
+	b.markLocked(idx, c)
+	if c == b.last {
+		// Stop; an attempt that counted itself before this store sees
+		// the timer running, so check again after it.
+		b.ticking.Store(false)
+		if b.counts() == c {
+			return
+		}
+		b.ticking.Store(true)
+	}
+	b.last = c
+	b.armLocked(idx)
+}
+
+// deposit records a first attempt: one atomic add on the goroutine's
+// shard, with no lock and no clock.
+func (b *Budget) deposit() {
+	var here byte
+	b.deposits[shardOf(&here)].n.Add(1)
+	if !b.ticking.Load() {
+		b.wake()
+	}
+}
+
+// shardOf picks a shard from the address of a variable on the calling
+// goroutine's stack: goroutines have stacks of their own, so those that run
+// at once rarely share a shard. The address is only hashed, never used.
+func shardOf(p *byte) int {
+	a := uintptr(unsafe.Pointer(p)) >> 13 // stacks are at least 8 KiB apart
+	return int((a ^ a>>4 ^ a>>8) % budgetShards)
 }
 
 // allows reports whether a retry would be granted now, without spending
@@ -158,21 +267,28 @@ func (b *Budget) allows() bool { return b.take(false) }
 // is counted.
 func (b *Budget) withdraw() bool { return b.take(true) }
 
+// take grants a retry while the window has room, and spends it with
+// spend. Concurrent grants never exceed the room: the spend is a
+// compare-and-swap on the count of retries the decision read.
 func (b *Budget) take(spend bool) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.advance()
-	cur := b.current()
-	if b.available() <= 0 {
-		cur.refusals++
-		b.total.refusals++
-		return false
+	if !b.ticking.Load() {
+		b.wake()
 	}
-	if spend {
-		cur.retries++
-		b.total.retries++
+	for {
+		start := b.windowStart()
+		r := b.retries.Load()
+		w := budgetCounts{deposits: -start.deposits, retries: r - start.retries}
+		for i := range b.deposits {
+			w.deposits += b.deposits[i].n.Load()
+		}
+		if b.available(w) <= 0 {
+			b.refusals.Add(1)
+			return false
+		}
+		if !spend || b.retries.CompareAndSwap(r, r+1) {
+			return true
+		}
 	}
-	return true
 }
 
 // WithBudget attaches b to the policy: every first attempt deposits into

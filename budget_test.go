@@ -459,3 +459,69 @@ func BenchmarkBudget(b *testing.B) {
 		}
 	}
 }
+
+// TestBudgetSliceEdges checks the window to the slice: first attempts made
+// in the slice from 9.6 s to 9.8 s are in the window until 19.6 s and gone
+// from then on, whether the budget was left alone in between or asked for
+// its Stats every 100 ms.
+func TestBudgetSliceEdges(t *testing.T) {
+	t.Parallel()
+	for _, busy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("busy=%v", busy), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := retries.NewBudget(1, 0)
+				ok := retries.New(retries.WithBudget(b))
+				succeed := func(context.Context) error { return nil }
+				time.Sleep(9700 * time.Millisecond)
+				for range 100 {
+					_ = ok.Do(t.Context(), succeed)
+				}
+				for now := 9700 * time.Millisecond; now < 19500*time.Millisecond; now += 100 * time.Millisecond {
+					if busy {
+						_ = b.Stats()
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				if s := b.Stats(); s.Deposits != 100 || s.Available != 100 {
+					t.Errorf("at 19.5 s: %+v, want the 100 first attempts of 9.7 s in the window", s)
+				}
+				time.Sleep(100 * time.Millisecond)
+				if s := b.Stats(); s.Deposits != 0 || s.Available != 0 {
+					t.Errorf("at 19.6 s: %+v, want them gone", s)
+				}
+			})
+		})
+	}
+}
+
+// TestBudgetConcurrentGrantsNeverExceedRoom lets 64 goroutines, released
+// at once, each fail once against a budget with room for 10 retries: it
+// grants exactly 10.
+func TestBudgetConcurrentGrantsNeverExceedRoom(t *testing.T) {
+	t.Parallel()
+	for range 20 {
+		b := retries.NewBudget(0, 1) // 10 retries in any 10 s
+		p := retries.New(retries.WithStop(retries.StopAfterAttempt(2)), retries.WithBudget(b))
+		var wg sync.WaitGroup
+		var retried atomic.Int64
+		start := make(chan struct{})
+		for range 64 {
+			wg.Go(func() {
+				<-start
+				n := 0
+				_ = p.Do(context.Background(), func(context.Context) error {
+					if n++; n == 1 {
+						return errBoom
+					}
+					retried.Add(1)
+					return nil
+				})
+			})
+		}
+		close(start)
+		wg.Wait()
+		if got, s := retried.Load(), b.Stats(); got != 10 || s.Retries != 10 || s.Refusals != 54 {
+			t.Fatalf("%d retries ran, Stats() = %+v; want 10 granted and 54 refused", got, s)
+		}
+	}
+}
