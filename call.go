@@ -64,14 +64,23 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 		return v, errBeforeStart(ctx)
 	}
 	p.shared.start()
-	if p.before != nil || p.shared.admits() {
+	var t ticket
+	fast := false
+	if p.before == nil {
+		t, fast = p.shared.firstTicket()
+	}
+	if !fast {
 		c := call{ctx: ctx, hasValue: do == nil}
 		return loop(&c, p, fn, do, v, nil, false)
 	}
-	// The fast path: with nothing to call before an attempt and no ticket
-	// to hold (a closed breaker lends none), the first attempt runs here,
-	// before the call's state exists and outside its deferred release, so
-	// that a first-try success costs little more than fn.
+	if t.permit.l != nil {
+		return firstHeld(ctx, p, fn, do, t)
+	}
+	// The fast path: with nothing to call before an attempt and nothing
+	// held for it (a closed breaker lends nothing that a panic could
+	// leak), the first attempt runs here, before the call's state exists
+	// and outside its deferred release, so that a first-try success costs
+	// little more than fn.
 	var err error
 	if do != nil {
 		err = do(ctx)
@@ -79,13 +88,45 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 		v, err = fn(ctx)
 	}
 	if err == nil && (!p.valueRetry || !p.retry.match(box(v, do == nil), nil)) {
-		if p.shared.breaker != nil {
-			t := p.shared.firstTicket()
+		if t.breaker {
 			p.shared.report(&t, box(v, do == nil), nil, false, false)
 		}
 		return v, nil
 	}
-	c := call{ctx: ctx, hasValue: do == nil, retried: err == nil, ticket: p.shared.firstTicket()}
+	return next(ctx, p, fn, do, v, err, &t)
+}
+
+// firstHeld is the fast path of a first attempt that holds a limiter's
+// permit in t: a panic in fn or a predicate releases what t still holds,
+// which report and the loop take over.
+func firstHeld[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), do func(context.Context) error, t ticket) (v T, err error) {
+	defer func() {
+		if t.permit.l != nil || t.breaker {
+			p.shared.drop(&t)
+		}
+	}()
+	if do != nil {
+		err = do(ctx)
+	} else {
+		v, err = fn(ctx)
+	}
+	if err == nil && (!p.valueRetry || !p.retry.match(box(v, do == nil), nil)) {
+		if !t.breaker && do != nil { // Do's success: nothing to judge
+			t.permit.release(SignalSuccess, 0)
+			t.permit = Permit{}
+		} else {
+			p.shared.report(&t, box(v, do == nil), nil, false, false)
+		}
+		return v, nil
+	}
+	return next(ctx, p, fn, do, v, err, &t)
+}
+
+// next goes on, in the loop, with a call whose first attempt ran on the
+// fast path with the outcome v, err and the ticket t, which the loop takes.
+func next[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), do func(context.Context) error, v T, err error, t *ticket) (T, error) {
+	c := call{ctx: ctx, hasValue: do == nil, retried: err == nil, ticket: *t}
+	*t = ticket{}
 	c.st.Attempt = 1
 	return loop(&c, p, fn, do, v, err, true)
 }

@@ -77,24 +77,43 @@ func TestPanicInHookReleasesPendingValue(t *testing.T) {
 	}
 }
 
-// TestPanicReleasesLimiterPermit panics in fn and in a hook while a permit
-// is held or about to be: the limiter has nothing in flight afterwards.
+// TestPanicReleasesLimiterPermit panics in fn and in a predicate while a
+// permit is held, with a limiter whose in-flight limit leaves no room for
+// its fast path (MaxInFlight 1) and with one far from its limit (the call
+// loop's fast path holds the first permit): the limiter has nothing in
+// flight afterwards.
 func TestPanicReleasesLimiterPermit(t *testing.T) {
 	t.Parallel()
-	l := retries.NewLimiter(retries.LimiterConfig{MaxInFlight: 1})
-	p := retries.New(retries.WithStop(retries.StopAfterAttempt(2)), retries.WithLimiter(l))
-	for i := range 3 {
-		func() {
-			defer func() { _ = recover() }()
-			_ = p.Do(t.Context(), func(context.Context) error { panic(fmt.Sprint("attempt ", i)) })
-		}()
-		if s := l.Stats(); s.InFlight != 0 {
-			t.Fatalf("after panic %d: %v, want nothing in flight", i, l)
+	onError := retries.RetryIfError(func(error) bool { panic("predicate") })
+	onValue := retries.RetryIfValue(func(any) bool { panic("predicate") })
+	for _, cfg := range []retries.LimiterConfig{{MaxInFlight: 1}, {}} {
+		l := retries.NewLimiter(cfg)
+		base := retries.New(retries.WithStop(retries.StopAfterAttempt(2)), retries.WithLimiter(l))
+		for i, call := range []func(){
+			func() { _ = base.Do(t.Context(), func(context.Context) error { panic("attempt") }) },
+			func() {
+				_ = base.Copy(retries.WithRetry(onError)).Do(t.Context(), func(context.Context) error { return errBoom })
+			},
+			func() {
+				_, _ = retries.DoValue(t.Context(), base.Copy(retries.WithRetry(onValue)), func(context.Context) (int, error) { return 1, nil })
+			},
+		} {
+			func() {
+				defer func() {
+					if r := recover(); r == nil {
+						t.Errorf("%+v, panic %d: no panic", cfg, i)
+					}
+				}()
+				call()
+			}()
+			if s := l.Stats(); s.InFlight != 0 {
+				t.Fatalf("%+v, after panic %d: %v, want nothing in flight", cfg, i, l)
+			}
 		}
-	}
-	// With one slot, a leaked permit would block this call for ever.
-	if err := p.Do(t.Context(), func(context.Context) error { return nil }); err != nil {
-		t.Fatal(err)
+		// With one slot, a leaked permit would block this call for ever.
+		if err := base.Do(t.Context(), func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -205,23 +205,30 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 		default:
 		}
 	}
-	// Fast path: far below the in-flight limit, with no rate limit and no
-	// one waiting, a permit is one compare-and-swap and reads no clock.
+	if p, ok := l.tryFast(); ok {
+		return p, nil
+	}
+	return l.acquireSlow(ctx)
+}
+
+// tryFast is Acquire's fast path: far below the in-flight limit, with no
+// rate limit and no one waiting, a permit is one compare-and-swap and
+// reads no clock. It reports false when the slow path must decide.
+func (l *Limiter) tryFast() (Permit, bool) {
 	for {
 		w := l.ledger.Load()
 		n := w & ledgerMask
 		if int64(n) >= l.fast.Load() {
-			break
+			return Permit{}, false
 		}
 		if l.ledger.CompareAndSwap(w, w+1) {
 			p := Permit{l: l, n: uint32(n + 1), flags: permitFast}
 			if (w>>ledgerBits)&sampleMask == 0 {
 				p.start = int64(l.now()) + 1 // a sample for the latency baseline
 			}
-			return p, nil
+			return p, true
 		}
 	}
-	return l.acquireSlow(ctx)
 }
 
 func (l *Limiter) acquireSlow(ctx context.Context) (Permit, error) {
@@ -385,6 +392,13 @@ func (l *Limiter) returnUnused(p Permit) {
 // a Permit exactly once; releasing the zero Permit does nothing.
 func (p Permit) Release(s Signal) { p.release(s, 0) }
 
+// wake hands released permits to the calls waiting for them.
+func (l *Limiter) wake() {
+	l.mu.Lock()
+	l.dispatch(l.now())
+	l.mu.Unlock()
+}
+
 // maxHold caps the time a Retry-After holds a Limiter back.
 const maxHold = 10 * time.Second
 
@@ -403,9 +417,7 @@ func (p Permit) release(s Signal, hold time.Duration) {
 			l.ledger.Add(^uint64(0))
 		}
 		if l.waiting.Load() != 0 {
-			l.mu.Lock()
-			l.dispatch(l.now())
-			l.mu.Unlock()
+			l.wake()
 		}
 		return
 	}

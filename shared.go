@@ -43,16 +43,24 @@ func (s *shared) start() {
 	}
 }
 
-// admits reports whether the first attempt must be admitted, and so may
-// hold a ticket that a panic must not leak: with a limiter, or a breaker
-// that is not closed. A closed breaker admits at once and lends nothing
-// to leak, so the first attempt may take the fast path.
-func (s *shared) admits() bool {
-	return s.limiter != nil || s.breaker != nil && !s.breaker.closed.Load()
+// firstTicket returns the ticket of a first attempt that may start at
+// once, on the call loop's fast path: the breaker is closed (or absent),
+// and the limiter (if any) grants a permit on its own fast path. ok is
+// false when admission must wait or decide: the loop's admit does it.
+func (s *shared) firstTicket() (t ticket, ok bool) {
+	if b := s.breaker; b != nil {
+		if !b.closed.Load() {
+			return ticket{}, false
+		}
+		t.breaker = true
+	}
+	if l := s.limiter; l != nil {
+		if t.permit, ok = l.tryFast(); !ok {
+			return ticket{}, false
+		}
+	}
+	return t, true
 }
-
-// firstTicket is the ticket of a first attempt that ran on the fast path.
-func (s *shared) firstTicket() ticket { return ticket{breaker: s.breaker != nil} }
 
 // admit waits until an attempt may start, and sets its ticket in t. The
 // refusal is ErrBreakerOpen when the breaker refused the attempt (err nil)
