@@ -126,3 +126,38 @@ func BenchmarkDoBreaker(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStatusErrors compares a call that fails twice with a
+// *StatusError (as CheckStatus returns for a 503) and then succeeds,
+// with zero waits, through backoff v4 and through Visit, whose predicate
+// looks for a *StatusError in the error's chain.
+func BenchmarkStatusErrors(b *testing.B) {
+	ctx := context.Background()
+	unavailable := &retries.StatusError{StatusCode: http.StatusServiceUnavailable, Status: "503 Service Unavailable"}
+	call := func(n *int) error {
+		if *n++; *n < 3 {
+			return unavailable
+		}
+		return nil
+	}
+	b.Run("impl=backoff_v4", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			n := 0
+			bo := backoff.WithContext(backoff.WithMaxRetries(&backoff.ZeroBackOff{}, 2), ctx)
+			if err := backoff.Retry(func() error { return call(&n) }, bo); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("impl=retries_Visit", func(b *testing.B) {
+		p := retries.Visit.Copy(retries.WithWait(retries.WaitNone()))
+		b.ReportAllocs()
+		for b.Loop() {
+			n := 0
+			if err := p.Do(ctx, func(context.Context) error { return call(&n) }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

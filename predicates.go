@@ -127,11 +127,21 @@ func RetryIfErrorAs[E error]() Predicate {
 type errAs[E error] struct{}
 
 func (errAs[E]) match(_ any, err error) bool {
-	if err == nil {
-		return false
+	return err != nil && findInTree(err, isErrorAs[E]) != nil
+}
+
+// isErrorAs reports whether errors.As would stop at err for a target of
+// type E: err is an E, or its As method says so. Only the As call needs a
+// target, so a plain chain is walked without allocating.
+func isErrorAs[E error](err error) bool {
+	if _, ok := err.(E); ok {
+		return true
 	}
-	var target E
-	return errors.As(err, &target)
+	if as, ok := err.(interface{ As(any) bool }); ok {
+		var target E
+		return as.As(&target)
+	}
+	return false
 }
 func (errAs[E]) onValue() bool { return false }
 func (errAs[E]) String() string {
