@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -252,7 +253,12 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			return usageErrorf("feed: -failed: %v", err)
 		}
 	}
+	stopProfile, err := startCPUProfile(os.Getenv("RETRIES_CPUPROFILE"))
+	if err != nil {
+		return usageErrorf("feed: RETRIES_CPUPROFILE: %v", err)
+	}
 	res := fd.Run(ctx, in)
+	stopProfile()
 	var closeErr error
 	if failed.f != nil {
 		if closeErr = failed.f.Close(); closeErr != nil {
@@ -269,6 +275,27 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return errSilent
 	}
 	return nil
+}
+
+// startCPUProfile writes a CPU profile of the feed to the file named path
+// (the RETRIES_CPUPROFILE environment variable), for go tool pprof, until
+// stop is called; an empty path profiles nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // fileWriter writes to f, which is set once the file may be created.
