@@ -63,6 +63,9 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 	if ctx.Err() != nil {
 		return v, errBeforeStart(ctx)
 	}
+	if o := p.observer(); o != nil {
+		return observed(ctx, p, fn, do, o)
+	}
 	p.shared.start()
 	var t ticket
 	fast := false
@@ -131,6 +134,27 @@ func next[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, er
 	return loop(&c, p, fn, do, v, err, true)
 }
 
+// observed runs a call whose policy has an observer, which sees it start,
+// each attempt, each wait, each refusal and its end; it never takes the
+// fast path.
+func observed[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), do func(context.Context) error, o *Observer) (T, error) {
+	begin := time.Now()
+	if o.Start != nil {
+		if c := o.Start(ctx, CallInfo{Policy: p.meta.name}); c != nil {
+			ctx = c
+		}
+	}
+	p.shared.start()
+	c := call{ctx: ctx, hasValue: do == nil, obs: o}
+	var v T
+	v, err := loop(&c, p, fn, do, v, nil, false)
+	if o.Done != nil {
+		o.Done(ctx, CallDone{Policy: p.meta.name, Outcome: c.outcome, Attempts: c.st.Attempt + c.st.OutageAttempts,
+			Elapsed: time.Since(begin), Err: err})
+	}
+	return v, err
+}
+
 // loop runs attempts of fn (DoValue) or do (Do) until one ends the call,
 // each in three steps: admission, the attempt and its judgement, then the
 // pause before the next. With ran, the first attempt has run already, and
@@ -159,6 +183,9 @@ func loop[T any](c *call, p *Policy, fn func(context.Context) (T, error), do fun
 			boxed = box(v, c.hasValue)
 			if !p.valueRetry && !c.retried { // a success, and nothing to judge
 				p.shared.report(&c.ticket, boxed, nil, false, false)
+				if c.obs != nil {
+					c.observeAttempt(p, nil, false)
+				}
 				return v, nil
 			}
 		}
@@ -190,6 +217,30 @@ type call struct {
 	outage  bool   // the last attempt failed during an outage: it spends nothing
 	pending any    // a retried value neither released nor handed back yet
 	ticket  ticket // what the shared objects lent the attempt in flight
+
+	obs     *Observer // the policy's, or nil
+	outcome Outcome   // how the call ended, for obs
+}
+
+// observeAttempt tells the observer of the attempt that just ended.
+func (c *call) observeAttempt(p *Policy, err error, retry bool) {
+	c.outcome = OutcomeSuccess
+	if err != nil || retry {
+		c.outcome = OutcomeFailure
+	}
+	if c.obs.Attempt != nil {
+		c.obs.Attempt(c.ctx, AttemptInfo{Policy: p.meta.name, Attempt: c.st.Attempt,
+			OutageAttempts: c.st.OutageAttempts, Err: err, Retry: retry})
+	}
+}
+
+// refused tells the observer that a shared object refused the call's next
+// attempt or retry for reason, which ends the call with outcome.
+func (c *call) refused(reason error, outcome Outcome) {
+	c.outcome = outcome
+	if c.obs != nil && c.obs.Refuse != nil {
+		c.obs.Refuse(c.ctx, reason)
+	}
 }
 
 // admit starts the next attempt: the before hook, then admission by the
@@ -210,10 +261,13 @@ func (c *call) admit(p *Policy) (end bool, err error) {
 	case err == nil: // refused at once: the breaker is open and fails fast
 		c.settle(p)
 		c.st.Refusal = refusal
+		c.refused(refusal, OutcomeBreakerOpen)
 		return true, newRetryError(&c.st, nil, nil)
 	case first && refusal == nil:
+		c.outcome = OutcomeContextDone
 		return true, errBeforeStart(c.ctx)
 	case first:
+		c.outcome = OutcomeContextDone
 		return true, newRetryError(&State{Refusal: refusal}, c.ctx.Err(), context.Cause(c.ctx))
 	}
 	c.st.Refusal = refusal
@@ -227,6 +281,9 @@ func (c *call) judge(p *Policy, v any, err error) (end bool, _ error) {
 	if err != nil {
 		if inner, ok := findPermanent(err); ok {
 			p.shared.drop(&c.ticket)
+			if c.obs != nil {
+				c.observeAttempt(p, err, false)
+			}
 			return true, inner
 		}
 	}
@@ -234,11 +291,17 @@ func (c *call) judge(p *Policy, v any, err error) (end bool, _ error) {
 	c.retried = false
 	c.paced, c.outage = p.shared.report(&c.ticket, v, err, retry, c.ctx.Err() != nil)
 	if !retry {
+		if c.obs != nil {
+			c.observeAttempt(p, err, false)
+		}
 		return true, err
 	}
 	if c.outage { // it spends none of the call's attempts
 		c.st.Attempt--
 		c.st.OutageAttempts++
+	}
+	if c.obs != nil {
+		c.observeAttempt(p, err, retry)
 	}
 	if v != nil && !isNil(v) {
 		c.pending = v
@@ -293,6 +356,9 @@ func (c *call) pause(p *Policy) (end bool, err error) {
 	if p.beforeSleep != nil {
 		p.beforeSleep(c.ctx, *st)
 	}
+	if c.obs != nil && c.obs.Wait != nil {
+		c.obs.Wait(c.ctx, *st)
+	}
 	if !sleep(c.ctx, d) {
 		return true, c.ctxEnded(p, nil)
 	}
@@ -331,6 +397,10 @@ func (c *call) unwind(p *Policy) {
 func (c *call) exhausted(p *Policy, refusal error) error {
 	c.settle(p)
 	c.st.Refusal = refusal
+	c.outcome = OutcomeGaveUp
+	if refusal != nil {
+		c.refused(refusal, OutcomeBudgetRefused)
+	}
 	switch {
 	case p.onExhausted != nil:
 		return p.onExhausted(c.st)
@@ -344,6 +414,7 @@ func (c *call) exhausted(p *Policy, refusal error) error {
 // not done yet, but its deadline would pass during the next wait.
 func (c *call) ctxEnded(p *Policy, deadline error) error {
 	c.settle(p)
+	c.outcome = OutcomeContextDone
 	if deadline != nil {
 		return newRetryError(&c.st, deadline, deadline)
 	}

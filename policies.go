@@ -17,6 +17,7 @@ var (
 	// 3 s, 6 s, 12 s, so at most 22.5 s and on average 11.25 s of waiting.
 	// On giving up it returns a *RetryError.
 	Query Policy = New(
+		WithName("Query"),
 		WithStop(StopAfterAttempt(5)),
 		WithWait(WaitRandomExponential(Exponential{Multiplier: 1500 * time.Millisecond, Max: 60 * time.Second})),
 		WithRetry(RetryIfAnyError()),
@@ -29,6 +30,7 @@ var (
 	// last outcome: the last 503 response with a nil error, or the last
 	// error itself, never a *RetryError.
 	DocV1 Policy = New(
+		WithName("DocV1"),
 		WithStop(StopAfterAttempt(3)),
 		WithWait(WaitExponential(Exponential{Multiplier: time.Second})),
 		WithRetry(RetryAny(RetryIfAnyError(), RetryIfStatus(503))),
@@ -42,6 +44,7 @@ var (
 	// U(0, min(10 s, 1 s × 2^(n−1))): bounds 1 s, 2 s, 4 s, 8 s, then 10 s
 	// for every later attempt, however many. Only the context ends it.
 	Throttle Policy = New(
+		WithName("Throttle"),
 		WithStop(StopNever()),
 		WithWait(WaitRandomExponential(Exponential{Multiplier: time.Second, Max: 10 * time.Second})),
 		WithRetry(RetryIfStatus(429)),
@@ -55,6 +58,7 @@ var (
 	// returns the last outcome, like DocV1. pyvespa replaces the stop per
 	// client with StopAfterAttempt(num_retries_429 + 1).
 	SyncRequest Policy = New(
+		WithName("SyncRequest"),
 		WithStop(StopAfterAttempt(11)),
 		WithWait(WaitGoldenJitter()),
 		WithRetry(RetryAny(RetryIfError(IsConnectionError), RetryIfStatus(429))),
@@ -66,6 +70,7 @@ var (
 	// [CheckStatus] returns for a 4xx or 5xx response). On giving up it
 	// returns a *RetryError.
 	Visit Policy = New(
+		WithName("Visit"),
 		WithStop(StopAfterAttempt(3)),
 		WithRetry(RetryIfErrorAs[*StatusError]()),
 	)
@@ -75,6 +80,7 @@ var (
 	// min(3 s, 1 s × 2^(n−1)) (so 1 s, then 2 s). On giving up it returns
 	// the last error itself.
 	ControlPlane Policy = New(
+		WithName("ControlPlane"),
 		WithStop(StopAfterAttempt(3)),
 		WithWait(WaitExponential(Exponential{Multiplier: time.Second, Max: 3 * time.Second})),
 		WithRetry(RetryIfAnyError()),
@@ -86,6 +92,7 @@ var (
 	// clamped to [1 s, 10 s] (so 1 s, then 2 s). On giving up it returns the
 	// last error itself.
 	URLValidation Policy = New(
+		WithName("URLValidation"),
 		WithStop(StopAfterAttempt(3)),
 		WithWait(WaitExponential(Exponential{Multiplier: time.Second, Min: time.Second, Max: 10 * time.Second})),
 		WithRetry(RetryIfAnyError()),

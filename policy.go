@@ -31,7 +31,8 @@ type Policy struct {
 	before, after, beforeSleep func(context.Context, State)
 	discard                    func(any)
 
-	shared shared // shared by every copy, and with other policies
+	shared shared      // shared by every copy, and with other policies
+	meta   *policyMeta // its name and observer, if any
 
 	// Derived from the fields above by Copy, so Do need not ask.
 	clockEach  bool // keep State.Elapsed current after every attempt

@@ -1,0 +1,210 @@
+package retries_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/seed32e55400/retries"
+)
+
+// recorder is an Observer that writes down what it sees, one line per
+// event, and checks that every event gets the context Start returned.
+type recorder struct {
+	t      *testing.T
+	events []string
+}
+
+type recorderKey struct{}
+
+func (r *recorder) observer() *retries.Observer {
+	check := func(ctx context.Context, event string) {
+		if ctx.Value(recorderKey{}) != r {
+			r.t.Errorf("%s: the context is not the one Start returned", event)
+		}
+	}
+	return &retries.Observer{
+		Start: func(ctx context.Context, c retries.CallInfo) context.Context {
+			r.events = append(r.events, "start "+c.Policy)
+			return context.WithValue(ctx, recorderKey{}, r)
+		},
+		Attempt: func(ctx context.Context, a retries.AttemptInfo) {
+			check(ctx, "Attempt")
+			r.events = append(r.events, fmt.Sprintf("attempt %d+%d err=%v retry=%v", a.Attempt, a.OutageAttempts, a.Err != nil, a.Retry))
+		},
+		Wait: func(ctx context.Context, s retries.State) {
+			check(ctx, "Wait")
+			r.events = append(r.events, fmt.Sprintf("wait %v", s.Wait))
+		},
+		Refuse: func(ctx context.Context, reason error) {
+			check(ctx, "Refuse")
+			r.events = append(r.events, "refuse "+reason.Error())
+		},
+		Done: func(ctx context.Context, d retries.CallDone) {
+			check(ctx, "Done")
+			r.events = append(r.events, fmt.Sprintf("done %s %s attempts=%d elapsed=%v err=%v", d.Policy, d.Outcome, d.Attempts, d.Elapsed, d.Err != nil))
+		},
+	}
+}
+
+func TestObserver(t *testing.T) {
+	t.Parallel()
+	failTwice := func() func(context.Context) error {
+		n := 0
+		return func(ctx context.Context) error {
+			if ctx.Value(recorderKey{}) == nil {
+				t.Error("fn did not get the context Start returned")
+			}
+			if n++; n <= 2 {
+				return errBoom
+			}
+			return nil
+		}
+	}
+	oneSecond := retries.WithWait(retries.WaitFixed(time.Second))
+	for _, tc := range []struct {
+		name   string
+		policy func(o *retries.Observer) retries.Policy
+		ctx    func(context.Context) (context.Context, context.CancelFunc)
+		fn     func() func(context.Context) error
+		want   []string
+	}{
+		{
+			name: "retries_twice",
+			policy: func(o *retries.Observer) retries.Policy {
+				return retries.Query.Copy(oneSecond, retries.WithObserver(o))
+			},
+			fn: failTwice,
+			want: []string{
+				"start Query",
+				"attempt 1+0 err=true retry=true", "wait 1s",
+				"attempt 2+0 err=true retry=true", "wait 1s",
+				"attempt 3+0 err=false retry=false",
+				"done Query success attempts=3 elapsed=2s err=false",
+			},
+		},
+		{
+			name: "gives_up",
+			policy: func(o *retries.Observer) retries.Policy {
+				return retries.New(retries.WithName("mine"), retries.WithStop(retries.StopAfterAttempt(2)), oneSecond, retries.WithObserver(o))
+			},
+			fn: failTwice,
+			want: []string{
+				"start mine",
+				"attempt 1+0 err=true retry=true", "wait 1s",
+				"attempt 2+0 err=true retry=true",
+				"done mine gave_up attempts=2 elapsed=1s err=true",
+			},
+		},
+		{
+			name: "budget_refuses",
+			policy: func(o *retries.Observer) retries.Policy {
+				return retries.Query.Copy(oneSecond, retries.WithBudget(retries.NewBudget(0, 0)), retries.WithObserver(o))
+			},
+			fn: failTwice,
+			want: []string{
+				"start Query",
+				"attempt 1+0 err=true retry=true",
+				"refuse " + retries.ErrBudgetExhausted.Error(),
+				"done Query budget_refused attempts=1 elapsed=0s err=true",
+			},
+		},
+		{
+			name: "not_retried",
+			policy: func(o *retries.Observer) retries.Policy {
+				return retries.SyncRequest.Copy(retries.WithObserver(o))
+			},
+			fn: failTwice, // errBoom is not a connection error
+			want: []string{
+				"start SyncRequest",
+				"attempt 1+0 err=true retry=false",
+				"done SyncRequest failure attempts=1 elapsed=0s err=true",
+			},
+		},
+		{
+			name: "context_ends",
+			policy: func(o *retries.Observer) retries.Policy {
+				return retries.Query.Copy(oneSecond, retries.WithObserver(o))
+			},
+			ctx: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				return context.WithTimeout(ctx, 1500*time.Millisecond)
+			},
+			fn: failTwice,
+			want: []string{
+				"start Query",
+				"attempt 1+0 err=true retry=true", "wait 1s",
+				"attempt 2+0 err=true retry=true",
+				"done Query context_done attempts=2 elapsed=1s err=true",
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := &recorder{t: t}
+				ctx, cancel := context.WithCancel(t.Context())
+				if tc.ctx != nil {
+					ctx, cancel = tc.ctx(t.Context())
+				}
+				defer cancel()
+				_ = tc.policy(r.observer()).Do(ctx, tc.fn())
+				if got, want := strings.Join(r.events, "\n"), strings.Join(tc.want, "\n"); got != want {
+					t.Errorf("events:\n%s\nwant:\n%s", got, want)
+				}
+			})
+		})
+	}
+}
+
+// TestObserverBreakerRefuses checks the events of a call that an open
+// breaker refuses at once.
+func TestObserverBreakerRefuses(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := retries.NewBreaker(retries.BreakerConfig{FailFast: true})
+		p := retries.New(retries.WithStop(retries.StopAfterAttempt(1)), retries.WithBreaker(b))
+		for range 5 { // five failures in a row open it
+			_ = p.Do(t.Context(), func(context.Context) error { return errBoom })
+		}
+		if b.State() != retries.BreakerOpen {
+			t.Fatalf("breaker %v, want open", b.State())
+		}
+		r := &recorder{t: t}
+		err := p.Copy(retries.WithObserver(r.observer())).Do(t.Context(), func(context.Context) error { return nil })
+		if !errors.Is(err, retries.ErrBreakerOpen) {
+			t.Fatalf("Do() = %v, want ErrBreakerOpen", err)
+		}
+		want := "start \nrefuse " + retries.ErrBreakerOpen.Error() + "\ndone  breaker_open attempts=0 elapsed=0s err=true"
+		if got := strings.Join(r.events, "\n"); got != want {
+			t.Errorf("events:\n%s\nwant:\n%s", got, want)
+		}
+	})
+}
+
+func TestPolicyNames(t *testing.T) {
+	t.Parallel()
+	for name, p := range map[string]retries.Policy{
+		"Query": retries.Query, "DocV1": retries.DocV1, "Throttle": retries.Throttle, "SyncRequest": retries.SyncRequest,
+		"Visit": retries.Visit, "ControlPlane": retries.ControlPlane, "URLValidation": retries.URLValidation,
+	} {
+		if p.Name() != name {
+			t.Errorf("%s.Name() = %q", name, p.Name())
+		}
+		if got := p.Copy(retries.WithWait(retries.WaitNone())).Name(); got != name {
+			t.Errorf("a copy of %s is named %q, want the same name", name, got)
+		}
+	}
+	renamed := retries.DocV1.Copy(retries.WithName("feed"), retries.WithObserver(&retries.Observer{}))
+	if renamed.Name() != "feed" || retries.DocV1.Name() != "DocV1" {
+		t.Errorf("renamed %q, DocV1 %q; want feed and DocV1 unchanged", renamed.Name(), retries.DocV1.Name())
+	}
+	if (retries.Policy{}).Name() != "" {
+		t.Error("the zero Policy has a name")
+	}
+	if got := retries.OutcomeContextDone.String(); got != "context_done" {
+		t.Errorf("OutcomeContextDone.String() = %q", got)
+	}
+}
