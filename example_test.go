@@ -181,3 +181,29 @@ func ExampleRetryIfOutage() {
 	// closed: false
 	// open: true
 }
+
+// An Observer sees every call of a policy: here it prints each retry's wait
+// and how the call ended. The otel module turns the same events into
+// OpenTelemetry metrics and spans.
+func ExampleWithObserver() {
+	obs := &retries.Observer{
+		Wait: func(_ context.Context, s retries.State) {
+			fmt.Printf("attempt %d failed (%v); retrying in %v\n", s.Attempt, s.Err, s.Wait)
+		},
+		Done: func(_ context.Context, d retries.CallDone) {
+			fmt.Printf("%s: %s after %d attempts\n", d.Policy, d.Outcome, d.Attempts)
+		},
+	}
+	p := retries.ControlPlane.Copy(retries.WithWait(retries.WaitNone()), retries.WithObserver(obs))
+	n := 0
+	_ = p.Do(context.Background(), func(context.Context) error {
+		if n++; n < 3 {
+			return errors.New("unavailable")
+		}
+		return nil
+	})
+	// Output:
+	// attempt 1 failed (unavailable); retrying in 0s
+	// attempt 2 failed (unavailable); retrying in 0s
+	// ControlPlane: success after 3 attempts
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -206,5 +207,36 @@ func TestPolicyNames(t *testing.T) {
 	}
 	if got := retries.OutcomeContextDone.String(); got != "context_done" {
 		t.Errorf("OutcomeContextDone.String() = %q", got)
+	}
+}
+
+// TestObserverThroughTransport checks that every attempt of a Transport
+// whose policy has an observer runs under the context Start returns, the
+// first one included (which is then a shallow copy of the request).
+func TestObserverThroughTransport(t *testing.T) {
+	t.Parallel()
+	srv := tpServe(t, tpStatuses(503, 200))
+	r := &recorder{t: t}
+	var seen []any
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		seen = append(seen, req.Context().Value(recorderKey{}))
+		return http.DefaultTransport.RoundTrip(req)
+	})
+	p := retries.DocV1.Copy(retries.WithWait(retries.WaitNone()), retries.WithObserver(r.observer()))
+	req := tpPost(t, context.Background(), srv.URL, "doc")
+	resp, err := retries.NewTransport(base, p).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpRead(t, resp)
+	if len(seen) != 2 || seen[0] != r || seen[1] != r {
+		t.Errorf("attempts saw %v, want both under Start's context", seen)
+	}
+	if resp.Request == req {
+		t.Error("the caller's request was sent itself, want a copy carrying Start's context")
+	}
+	want := "start DocV1\nattempt 1+0 err=false retry=true\nwait 0s\nattempt 2+0 err=false retry=false"
+	if got := strings.Join(r.events[:4], "\n"); got != want {
+		t.Errorf("events:\n%s\nwant:\n%s", got, want)
 	}
 }

@@ -210,6 +210,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		r.ctx = &roundTripCtx{Context: r.ctx, method: method, url: req.URL.Redacted()}
 		r.wrapped = true
 	}
+	if o := t.policy.observer(); o != nil && o.Start != nil {
+		r.wrapped = true // attempts run under the context Start returns
+	}
 	defer r.closeBody()
 	switch {
 	case hasBody(req) && req.GetBody == nil:
@@ -256,7 +259,7 @@ type roundTrip struct {
 	t       *Transport
 	req     *http.Request
 	ctx     context.Context // req's, or a *roundTripCtx around it for the hooks
-	wrapped bool            // ctx is a *roundTripCtx
+	wrapped bool            // attempts run under a context of their own: send a copy
 	sent    bool            // an attempt has been made
 	ownBody bool            // the caller's Body was handed to the base RoundTripper
 	lastErr error           // the last attempt's error, nil after a response

@@ -1,0 +1,39 @@
+package otel_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/seed32e55400/retries"
+	rotel "github.com/seed32e55400/retries/otel"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+// This example counts the calls of a policy by outcome. A program would
+// give NewObserver its exporting meter and tracer providers, or set the
+// global ones.
+func ExampleNewObserver() {
+	reader := sdkmetric.NewManualReader()
+	obs, err := rotel.NewObserver(rotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))),
+		rotel.WithoutSpans())
+	if err != nil {
+		panic(err)
+	}
+	p := retries.SyncRequest.Copy(retries.WithObserver(obs))
+	_ = p.Do(context.Background(), func(context.Context) error { return nil })
+
+	var rm metricdata.ResourceMetrics
+	_ = reader.Collect(context.Background(), &rm)
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "retries.calls" {
+			for _, dp := range sum.DataPoints {
+				policy, _ := dp.Attributes.Value(rotel.PolicyKey)
+				outcome, _ := dp.Attributes.Value(rotel.OutcomeKey)
+				fmt.Println(m.Name, policy.AsString(), outcome.AsString(), dp.Value)
+			}
+		}
+	}
+	// Output:
+	// retries.calls SyncRequest success 1
+}

@@ -1,0 +1,96 @@
+package otel
+
+import (
+	"context"
+
+	"github.com/seed32e55400/retries"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// NameKey is the attribute that names a shared object in its gauges.
+const NameKey = attribute.Key("retries.name")
+
+// RegisterLimiter reports l's state as observable gauges of meter, read
+// from [retries.Limiter.Stats] at each collection and named by name (keep
+// it fixed and few, such as an endpoint's role): retries.limiter.limit
+// ({request}, the in-flight limit), retries.limiter.rate ({request}/s, 0
+// with no rate limit), retries.limiter.inflight and retries.limiter.waiting
+// ({request}). Unregister the returned registration to stop.
+func RegisterLimiter(meter metric.Meter, name string, l *retries.Limiter) (metric.Registration, error) {
+	limit, err := meter.Float64ObservableGauge("retries.limiter.limit", metric.WithUnit("{request}"),
+		metric.WithDescription("The adaptive limiter's limit on attempts in flight."))
+	if err != nil {
+		return nil, err
+	}
+	rate, err := meter.Float64ObservableGauge("retries.limiter.rate", metric.WithUnit("{request}/s"),
+		metric.WithDescription("The adaptive limiter's limit on attempts per second; 0 for none."))
+	if err != nil {
+		return nil, err
+	}
+	inflight, err := meter.Int64ObservableGauge("retries.limiter.inflight", metric.WithUnit("{request}"),
+		metric.WithDescription("Attempts holding a permit of the adaptive limiter."))
+	if err != nil {
+		return nil, err
+	}
+	waiting, err := meter.Int64ObservableGauge("retries.limiter.waiting", metric.WithUnit("{request}"),
+		metric.WithDescription("Calls waiting for a permit of the adaptive limiter."))
+	if err != nil {
+		return nil, err
+	}
+	attrs := metric.WithAttributes(NameKey.String(name))
+	return meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		s := l.Stats()
+		o.ObserveFloat64(limit, s.Limit, attrs)
+		o.ObserveFloat64(rate, s.Rate, attrs)
+		o.ObserveInt64(inflight, int64(s.InFlight), attrs)
+		o.ObserveInt64(waiting, int64(s.Waiting), attrs)
+		return nil
+	}, limit, rate, inflight, waiting)
+}
+
+// RegisterBreaker reports b's state as the observable gauge
+// retries.breaker.state (0 closed, 1 half-open, 2 open) of meter, and the
+// times it opened as the observable counter retries.breaker.opened, named
+// by name.
+func RegisterBreaker(meter metric.Meter, name string, b *retries.Breaker) (metric.Registration, error) {
+	state, err := meter.Int64ObservableGauge("retries.breaker.state", metric.WithUnit("1"),
+		metric.WithDescription("The circuit breaker's state: 0 closed, 1 half-open, 2 open."))
+	if err != nil {
+		return nil, err
+	}
+	opened, err := meter.Int64ObservableCounter("retries.breaker.opened", metric.WithUnit("{open}"),
+		metric.WithDescription("The times the circuit breaker opened."))
+	if err != nil {
+		return nil, err
+	}
+	attrs := metric.WithAttributes(NameKey.String(name))
+	return meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		s := b.Stats()
+		v := int64(0)
+		switch s.State {
+		case retries.BreakerHalfOpen:
+			v = 1
+		case retries.BreakerOpen:
+			v = 2
+		}
+		o.ObserveInt64(state, v, attrs)
+		o.ObserveInt64(opened, s.Opened, attrs)
+		return nil
+	}, state, opened)
+}
+
+// RegisterBudget reports the retries b would grant now as the observable
+// gauge retries.budget.available ({retry}) of meter, named by name.
+func RegisterBudget(meter metric.Meter, name string, b *retries.Budget) (metric.Registration, error) {
+	available, err := meter.Int64ObservableGauge("retries.budget.available", metric.WithUnit("{retry}"),
+		metric.WithDescription("The retries the retry budget would grant now."))
+	if err != nil {
+		return nil, err
+	}
+	attrs := metric.WithAttributes(NameKey.String(name))
+	return meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(available, b.Stats().Available, attrs)
+		return nil
+	}, available)
+}

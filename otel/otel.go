@@ -1,0 +1,217 @@
+// Package otel turns the events of [retries] policies into OpenTelemetry
+// metrics and traces, and reports the state of their shared objects (a
+// [retries.Budget], [retries.Limiter] or [retries.Breaker]) as observable
+// gauges. It is a module of its own, so that the retries package keeps its
+// single dependency.
+//
+// Attach the observer to a policy, named for the attributes:
+//
+//	obs, err := otel.NewObserver()
+//	p := retries.DocV1.Copy(retries.WithObserver(obs))
+//
+// Every call of p then counts in the metrics below, and runs in a span of
+// its own, with an event for each retry.
+//
+// Metrics, with the meter named "github.com/seed32e55400/retries":
+//   - retries.calls (counter, {call}): calls ended, by retries.policy and
+//     retries.outcome (success, failure, gave_up, budget_refused,
+//     breaker_open, context_done);
+//   - retries.call.attempts (histogram, {attempt}): attempts per call, by
+//     retries.policy;
+//   - retries.retry.delay (histogram, s): the wait before each retry, by
+//     retries.policy;
+//   - retries.refusals (counter, {refusal}): retries or attempts refused by
+//     a budget or a breaker, by retries.policy and retries.refusal (budget,
+//     breaker);
+//   - with [RegisterLimiter], [RegisterBreaker] and [RegisterBudget], gauges
+//     read from the objects' Stats when the metrics are collected.
+//
+// Attribute values are bounded: the policy's name, an outcome, a refusal,
+// an error's type. No URL, id or error message is ever an attribute.
+//
+// Traces: a span per call named "retries " + the policy's name, of kind
+// internal, with attributes retries.policy, retries.outcome and
+// retries.attempts, and an event "retry" per retry (retries.attempt,
+// retries.wait in seconds, error.type). The attempts themselves are the
+// spans of what the call does: with net/http under otelhttp, one client
+// span per attempt, which are the call span's children. A span per attempt
+// on top of those (as gRPC's A45 has it) would double them and tell nothing
+// more, so the attempts are events.
+package otel
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"reflect"
+
+	"github.com/seed32e55400/retries"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ScopeName is the instrumentation scope of the meter and the tracer.
+const ScopeName = "github.com/seed32e55400/retries"
+
+// Attribute keys.
+const (
+	PolicyKey   = attribute.Key("retries.policy")
+	OutcomeKey  = attribute.Key("retries.outcome")
+	RefusalKey  = attribute.Key("retries.refusal")
+	AttemptKey  = attribute.Key("retries.attempt")
+	AttemptsKey = attribute.Key("retries.attempts")
+	WaitKey     = attribute.Key("retries.wait")
+	ErrorKey    = attribute.Key("error.type")
+	StatusKey   = attribute.Key("http.response.status_code")
+)
+
+// Option configures [NewObserver].
+type Option func(*config)
+
+type config struct {
+	mp      metric.MeterProvider
+	tp      trace.TracerProvider
+	noTrace bool
+}
+
+// WithMeterProvider sets the meter provider; the default is the global one.
+func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) { c.mp = mp } }
+
+// WithTracerProvider sets the tracer provider; the default is the global
+// one.
+func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config) { c.tp = tp } }
+
+// WithoutSpans makes the observer record metrics only.
+func WithoutSpans() Option { return func(c *config) { c.noTrace = true } }
+
+// instruments are the observer's metrics.
+type instruments struct {
+	calls, refusals metric.Int64Counter
+	attempts        metric.Int64Histogram
+	delay           metric.Float64Histogram
+}
+
+// NewObserver returns a [retries.Observer] that records the metrics and
+// spans the package documentation lists. It fails only if an instrument
+// cannot be created.
+func NewObserver(opts ...Option) (*retries.Observer, error) {
+	c := config{}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.mp == nil {
+		c.mp = otel.GetMeterProvider()
+	}
+	if c.tp == nil {
+		c.tp = otel.GetTracerProvider()
+	}
+	m := c.mp.Meter(ScopeName)
+	var in instruments
+	var err error
+	if in.calls, err = m.Int64Counter("retries.calls", metric.WithUnit("{call}"),
+		metric.WithDescription("Calls of a retry policy that have ended, by outcome.")); err != nil {
+		return nil, err
+	}
+	if in.refusals, err = m.Int64Counter("retries.refusals", metric.WithUnit("{refusal}"),
+		metric.WithDescription("Retries or attempts refused by a retry budget or a circuit breaker.")); err != nil {
+		return nil, err
+	}
+	if in.attempts, err = m.Int64Histogram("retries.call.attempts", metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts per call of a retry policy."),
+		metric.WithExplicitBucketBoundaries(1, 2, 3, 4, 5, 7, 10, 20, 50, 100)); err != nil {
+		return nil, err
+	}
+	if in.delay, err = m.Float64Histogram("retries.retry.delay", metric.WithUnit("s"),
+		metric.WithDescription("The wait before a retry."),
+		metric.WithExplicitBucketBoundaries(0, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)); err != nil {
+		return nil, err
+	}
+	var tracer trace.Tracer
+	if !c.noTrace {
+		tracer = c.tp.Tracer(ScopeName)
+	}
+	return newObserver(&in, tracer), nil
+}
+
+func newObserver(in *instruments, tracer trace.Tracer) *retries.Observer {
+	o := &retries.Observer{
+		Wait: func(ctx context.Context, s retries.State) {
+			in.delay.Record(ctx, s.Wait.Seconds(), metric.WithAttributes(PolicyKey.String(policyOf(ctx))))
+			if span := trace.SpanFromContext(ctx); span.IsRecording() {
+				attrs := []attribute.KeyValue{AttemptKey.Int(s.Attempt), WaitKey.Float64(s.Wait.Seconds())}
+				if s.Err != nil {
+					attrs = append(attrs, ErrorKey.String(errorType(s.Err)))
+				}
+				if resp, ok := s.Value.(*http.Response); ok && resp != nil {
+					attrs = append(attrs, StatusKey.Int(resp.StatusCode))
+				}
+				span.AddEvent("retry", trace.WithAttributes(attrs...))
+			}
+		},
+		Refuse: func(ctx context.Context, reason error) {
+			in.refusals.Add(ctx, 1, metric.WithAttributes(PolicyKey.String(policyOf(ctx)), RefusalKey.String(refusalOf(reason))))
+		},
+		Done: func(ctx context.Context, d retries.CallDone) {
+			policy := PolicyKey.String(d.Policy)
+			outcome := OutcomeKey.String(d.Outcome.String())
+			in.calls.Add(ctx, 1, metric.WithAttributes(policy, outcome))
+			in.attempts.Record(ctx, int64(d.Attempts), metric.WithAttributes(policy))
+			if tracer == nil {
+				return
+			}
+			span := trace.SpanFromContext(ctx)
+			span.SetAttributes(outcome, AttemptsKey.Int(d.Attempts))
+			if d.Outcome != retries.OutcomeSuccess && d.Err != nil {
+				span.SetStatus(codes.Error, d.Outcome.String())
+				span.SetAttributes(ErrorKey.String(errorType(d.Err)))
+			}
+			span.End()
+		},
+	}
+	o.Start = func(ctx context.Context, c retries.CallInfo) context.Context {
+		ctx = context.WithValue(ctx, policyKey{}, c.Policy)
+		if tracer == nil {
+			return ctx
+		}
+		name := "retries"
+		if c.Policy != "" {
+			name += " " + c.Policy
+		}
+		ctx, _ = tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal),
+			trace.WithAttributes(PolicyKey.String(c.Policy)))
+		return ctx
+	}
+	return o
+}
+
+// policyKey is the context key of the call's policy name, for the events
+// that do not carry it.
+type policyKey struct{}
+
+func policyOf(ctx context.Context) string {
+	s, _ := ctx.Value(policyKey{}).(string)
+	return s
+}
+
+func refusalOf(reason error) string {
+	switch reason {
+	case retries.ErrBudgetExhausted:
+		return "budget"
+	case retries.ErrBreakerOpen:
+		return "breaker"
+	}
+	return "other"
+}
+
+// errorType is the Go type of err, as OpenTelemetry's error.type suggests
+// when there is no better code: a bounded set, unlike messages. A status
+// error is its status code.
+func errorType(err error) string {
+	if se, ok := err.(*retries.StatusError); ok {
+		return fmt.Sprint(se.StatusCode)
+	}
+	return reflect.TypeOf(err).String()
+}

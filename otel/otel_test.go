@@ -1,0 +1,261 @@
+package otel_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/seed32e55400/retries"
+	rotel "github.com/seed32e55400/retries/otel"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+var errBoom = errors.New("boom")
+
+// setup returns an observer recording into an in-memory metric reader and
+// span recorder.
+func setup(t *testing.T) (*retries.Observer, *sdkmetric.ManualReader, *tracetest.SpanRecorder, *sdkmetric.MeterProvider, *sdktrace.TracerProvider) {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	obs, err := rotel.NewObserver(rotel.WithMeterProvider(mp), rotel.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obs, reader, spans, mp, tp
+}
+
+// collect returns the metrics by name.
+func collect(t *testing.T, r *sdkmetric.ManualReader) map[string]metricdata.Aggregation {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]metricdata.Aggregation{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			got[m.Name] = m.Data
+		}
+	}
+	return got
+}
+
+// sumOf returns the value of an Int64 sum's point with attrs.
+func sumOf(t *testing.T, a metricdata.Aggregation, attrs ...attribute.KeyValue) int64 {
+	t.Helper()
+	s, ok := a.(metricdata.Sum[int64])
+	if !ok {
+		t.Fatalf("%T is not an int64 sum", a)
+	}
+	want := attribute.NewSet(attrs...)
+	for _, p := range s.DataPoints {
+		if p.Attributes.Equals(&want) {
+			return p.Value
+		}
+	}
+	return 0
+}
+
+func TestCallThatRetriesTwice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs, reader, spans, _, _ := setup(t)
+		p := retries.Query.Copy(retries.WithWait(retries.WaitFixed(time.Second)), retries.WithObserver(obs))
+		n := 0
+		var attemptSpan trace.SpanContext
+		err := p.Do(t.Context(), func(ctx context.Context) error {
+			attemptSpan = trace.SpanContextFromContext(ctx)
+			if n++; n <= 2 {
+				return errBoom
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := collect(t, reader)
+		if got := sumOf(t, m["retries.calls"], rotel.PolicyKey.String("Query"), rotel.OutcomeKey.String("success")); got != 1 {
+			t.Errorf("retries.calls{Query, success} = %d, want 1", got)
+		}
+		attempts := m["retries.call.attempts"].(metricdata.Histogram[int64]).DataPoints
+		if len(attempts) != 1 || attempts[0].Count != 1 || attempts[0].Sum != 3 {
+			t.Errorf("retries.call.attempts = %+v, want one call of 3 attempts", attempts)
+		}
+		delay := m["retries.retry.delay"].(metricdata.Histogram[float64]).DataPoints
+		if len(delay) != 1 || delay[0].Count != 2 || delay[0].Sum != 2 {
+			t.Errorf("retries.retry.delay = %+v, want 2 waits of 1 s", delay)
+		}
+		ended := spans.Ended()
+		if len(ended) != 1 {
+			t.Fatalf("%d spans, want 1", len(ended))
+		}
+		s := ended[0]
+		if s.Name() != "retries Query" || s.SpanContext().SpanID() != attemptSpan.SpanID() {
+			t.Errorf("span %q (%v), attempts ran under %v; want \"retries Query\", the attempts under it", s.Name(), s.SpanContext().SpanID(), attemptSpan.SpanID())
+		}
+		if len(s.Events()) != 2 || s.Events()[0].Name != "retry" {
+			t.Fatalf("events %+v, want 2 retries", s.Events())
+		}
+		for i, e := range s.Events() {
+			want := attribute.NewSet(rotel.AttemptKey.Int(i+1), rotel.WaitKey.Float64(1), rotel.ErrorKey.String("*errors.errorString"))
+			if got := attribute.NewSet(e.Attributes...); !got.Equals(&want) {
+				t.Errorf("event %d: %v, want %v", i, got.Encoded(attribute.DefaultEncoder()), want.Encoded(attribute.DefaultEncoder()))
+			}
+		}
+		if s.Status().Code == codes.Error {
+			t.Errorf("status %v, want unset for a success", s.Status())
+		}
+		if d := s.EndTime().Sub(s.StartTime()); d != 2*time.Second {
+			t.Errorf("span lasted %v, want 2s", d)
+		}
+	})
+}
+
+func TestBudgetRefusal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs, reader, spans, _, _ := setup(t)
+		p := retries.Query.Copy(retries.WithBudget(retries.NewBudget(0, 0)), retries.WithObserver(obs))
+		err := p.Do(t.Context(), func(context.Context) error { return errBoom })
+		if !errors.Is(err, retries.ErrBudgetExhausted) {
+			t.Fatalf("Do() = %v, want ErrBudgetExhausted", err)
+		}
+		m := collect(t, reader)
+		if got := sumOf(t, m["retries.refusals"], rotel.PolicyKey.String("Query"), rotel.RefusalKey.String("budget")); got != 1 {
+			t.Errorf("retries.refusals{Query, budget} = %d, want 1", got)
+		}
+		if got := sumOf(t, m["retries.calls"], rotel.PolicyKey.String("Query"), rotel.OutcomeKey.String("budget_refused")); got != 1 {
+			t.Errorf("retries.calls{Query, budget_refused} = %d, want 1", got)
+		}
+		if s := spans.Ended(); len(s) != 1 || s[0].Status().Code != codes.Error {
+			t.Errorf("spans %v, want one with an error status", s)
+		}
+	})
+}
+
+// TestThroughOtelhttp sends a request through DocV1 around an otelhttp
+// transport to a real server that answers 503 once: the call's span has one
+// client span per attempt as children, the second one marked as a resend by
+// its place, and the metrics count one call of two attempts.
+func TestThroughOtelhttp(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	obs, reader, spans, mp, tp := setup(t)
+	base := otelhttp.NewTransport(http.DefaultTransport, otelhttp.WithTracerProvider(tp), otelhttp.WithMeterProvider(mp))
+	p := retries.DocV1.Copy(retries.WithWait(retries.WaitNone()), retries.WithObserver(obs))
+	client := &http.Client{Transport: retries.NewTransport(base, p)}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d, want 200", resp.StatusCode)
+	}
+	var call sdktrace.ReadOnlySpan
+	var clients []sdktrace.ReadOnlySpan
+	for _, s := range spans.Ended() {
+		switch s.SpanKind() {
+		case trace.SpanKindInternal:
+			call = s
+		case trace.SpanKindClient:
+			clients = append(clients, s)
+		}
+	}
+	if call == nil || call.Name() != "retries DocV1" {
+		t.Fatalf("no call span among %v", spans.Ended())
+	}
+	if len(clients) != 2 {
+		t.Fatalf("%d client spans, want one per attempt (2)", len(clients))
+	}
+	for _, c := range clients {
+		if c.Parent().SpanID() != call.SpanContext().SpanID() {
+			t.Errorf("client span %q is not a child of the call's span", c.Name())
+		}
+	}
+	if ev := call.Events(); len(ev) != 1 {
+		t.Errorf("call span events %v, want one retry", ev)
+	} else if got, want := attribute.NewSet(ev[0].Attributes...), attribute.NewSet(rotel.AttemptKey.Int(1), rotel.WaitKey.Float64(0), rotel.StatusKey.Int(503)); !got.Equals(&want) {
+		t.Errorf("retry event %v, want attempt 1, wait 0, status 503", ev[0].Attributes)
+	}
+	m := collect(t, reader)
+	if got := sumOf(t, m["retries.calls"], rotel.PolicyKey.String("DocV1"), rotel.OutcomeKey.String("success")); got != 1 {
+		t.Errorf("retries.calls{DocV1, success} = %d, want 1", got)
+	}
+}
+
+func TestGauges(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	meter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")
+	l := retries.NewLimiter(retries.LimiterConfig{})
+	b := retries.NewBreaker(retries.BreakerConfig{})
+	budget := retries.NewBudget(0.1, 5)
+	for _, reg := range []func() error{
+		func() error { _, err := rotel.RegisterLimiter(meter, "docs", l); return err },
+		func() error { _, err := rotel.RegisterBreaker(meter, "docs", b); return err },
+		func() error { _, err := rotel.RegisterBudget(meter, "docs", budget); return err },
+	} {
+		if err := reg(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	permit, err := l.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer permit.Release(retries.SignalSuccess)
+	m := collect(t, reader)
+	name := attribute.NewSet(rotel.NameKey.String("docs"))
+	gauge := func(metric string) float64 {
+		switch g := m[metric].(type) {
+		case metricdata.Gauge[int64]:
+			for _, p := range g.DataPoints {
+				if p.Attributes.Equals(&name) {
+					return float64(p.Value)
+				}
+			}
+		case metricdata.Gauge[float64]:
+			for _, p := range g.DataPoints {
+				if p.Attributes.Equals(&name) {
+					return p.Value
+				}
+			}
+		}
+		t.Errorf("no %s gauge named docs", metric)
+		return -1
+	}
+	if got := gauge("retries.limiter.inflight"); got != 1 {
+		t.Errorf("retries.limiter.inflight = %v, want 1", got)
+	}
+	if got := gauge("retries.limiter.limit"); got != l.Stats().Limit {
+		t.Errorf("retries.limiter.limit = %v, want %v", got, l.Stats().Limit)
+	}
+	if got := gauge("retries.breaker.state"); got != 0 {
+		t.Errorf("retries.breaker.state = %v, want 0 (closed)", got)
+	}
+	if got := gauge("retries.budget.available"); got != 50 {
+		t.Errorf("retries.budget.available = %v, want 50 (5/s over 10 s)", got)
+	}
+}
