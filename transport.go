@@ -119,6 +119,22 @@ func TransportRequest(ctx context.Context) (method, url string, ok bool) {
 	return "", "", false
 }
 
+// TransportAttempt returns the number of the attempt, from 1, that the
+// request with context ctx is, as a [Transport] sends it to its base
+// RoundTripper: 1 for a first attempt, n for its (n−1)-th retry. With two
+// Transports, the inner one's count wins where it retried. It is what a
+// base RoundTripper needs to mark a resend, as OpenTelemetry's
+// http.request.resend_count (TransportAttempt − 1) does.
+func TransportAttempt(ctx context.Context) int {
+	if n, ok := ctx.Value(attemptKey{}).(int); ok {
+		return n
+	}
+	return 1
+}
+
+// attemptKey is the context key of a retry's attempt number.
+type attemptKey struct{}
+
 // roundTripKey is the context key of a *roundTripCtx, which answers it
 // with itself.
 type roundTripKey struct{}
@@ -260,7 +276,7 @@ type roundTrip struct {
 	req     *http.Request
 	ctx     context.Context // req's, or a *roundTripCtx around it for the hooks
 	wrapped bool            // attempts run under a context of their own: send a copy
-	sent    bool            // an attempt has been made
+	sent    int             // the attempts made
 	ownBody bool            // the caller's Body was handed to the base RoundTripper
 	lastErr error           // the last attempt's error, nil after a response
 }
@@ -281,8 +297,8 @@ func (r *roundTrip) attempt(ctx context.Context) (*http.Response, error) {
 }
 
 func (r *roundTrip) try(ctx context.Context) (*http.Response, error) {
-	first := !r.sent
-	r.sent = true
+	r.sent++
+	first := r.sent == 1
 	if first && r.t.attemptTimeout == 0 && !r.wrapped {
 		// The request can go as it is: the attempt needs no context of
 		// its own, and the body is the caller's, unread.
@@ -292,6 +308,11 @@ func (r *roundTrip) try(ctx context.Context) (*http.Response, error) {
 	actx, cancel := ctx, context.CancelCauseFunc(nil)
 	if r.t.attemptTimeout > 0 {
 		actx, cancel = context.WithCancelCause(ctx)
+	}
+	if !first {
+		// A retry's request says which attempt it is, for the base
+		// RoundTripper (TransportAttempt): one allocation per retry.
+		actx = context.WithValue(actx, attemptKey{}, r.sent)
 	}
 	var req *http.Request
 	switch {

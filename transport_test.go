@@ -672,3 +672,30 @@ func TestZeroTransport(t *testing.T) {
 		t.Errorf("Get() from a closed server error = %v, want a connection error after 1 attempt", err)
 	}
 }
+
+// TestTransportAttempt checks the attempt number a base RoundTripper sees:
+// 1, 2, 3 for a request retried twice; with two layers, the inner layer's
+// count where it retried, and the outer one's on the inner's first attempt.
+func TestTransportAttempt(t *testing.T) {
+	srv := tpServe(t, tpStatuses(429, 503, 200))
+	var seen []int
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		seen = append(seen, retries.TransportAttempt(req.Context()))
+		return http.DefaultTransport.RoundTrip(req)
+	})
+	inner := retries.NewTransport(base, retries.Throttle.Copy(tpNoWait))
+	outer := retries.NewTransport(inner, retries.DocV1.Copy(tpNoWait))
+	resp, err := outer.RoundTrip(tpPost(t, context.Background(), srv.URL, "doc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpRead(t, resp)
+	// 429: the inner layer retries (its attempt 2); 503: the outer layer
+	// retries, and the inner layer's first attempt carries the outer's 2.
+	if want := []int{1, 2, 2}; fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Errorf("attempts seen %v, want %v", seen, want)
+	}
+	if got := retries.TransportAttempt(context.Background()); got != 1 {
+		t.Errorf("TransportAttempt(Background) = %d, want 1", got)
+	}
+}

@@ -150,7 +150,7 @@ func TestBudgetRefusal(t *testing.T) {
 // TestThroughOtelhttp sends a request through DocV1 around an otelhttp
 // transport to a real server that answers 503 once: the call's span has one
 // client span per attempt as children, the second one marked as a resend by
-// its place, and the metrics count one call of two attempts.
+// http.request.resend_count, and the metrics count one call of two attempts.
 func TestThroughOtelhttp(t *testing.T) {
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -162,7 +162,7 @@ func TestThroughOtelhttp(t *testing.T) {
 	}))
 	defer srv.Close()
 	obs, reader, spans, mp, tp := setup(t)
-	base := otelhttp.NewTransport(http.DefaultTransport, otelhttp.WithTracerProvider(tp), otelhttp.WithMeterProvider(mp))
+	base := otelhttp.NewTransport(rotel.ResendCount(nil), otelhttp.WithTracerProvider(tp), otelhttp.WithMeterProvider(mp))
 	p := retries.DocV1.Copy(retries.WithWait(retries.WaitNone()), retries.WithObserver(obs))
 	client := &http.Client{Transport: retries.NewTransport(base, p)}
 	resp, err := client.Get(srv.URL)
@@ -190,9 +190,18 @@ func TestThroughOtelhttp(t *testing.T) {
 	if len(clients) != 2 {
 		t.Fatalf("%d client spans, want one per attempt (2)", len(clients))
 	}
-	for _, c := range clients {
+	for i, c := range clients {
 		if c.Parent().SpanID() != call.SpanContext().SpanID() {
 			t.Errorf("client span %q is not a child of the call's span", c.Name())
+		}
+		resend, has := int64(0), false
+		for _, a := range c.Attributes() {
+			if a.Key == rotel.ResendKey {
+				resend, has = a.Value.AsInt64(), true
+			}
+		}
+		if i == 0 && has || i == 1 && (!has || resend != 1) {
+			t.Errorf("client span %d: resend_count %d (set: %v), want none on the first and 1 on the second", i, resend, has)
 		}
 	}
 	if ev := call.Events(); len(ev) != 1 {
