@@ -173,36 +173,46 @@ func (b *Breaker) String() string {
 // whether the attempt is a probe. It returns ErrBreakerOpen at once when
 // the breaker is open and FailFast is set, and ctx's error when ctx ends
 // while the call waits.
-func (b *Breaker) admit(done <-chan struct{}) (probe bool, err error) {
+func (b *Breaker) admit(done <-chan struct{}) (probe bool, held time.Duration, err error) {
 	if b.closed.Load() {
-		return false, nil
+		return false, 0, nil
+	}
+	var since time.Time // when the attempt began to wait
+	waited := func() time.Duration {
+		if since.IsZero() {
+			return 0
+		}
+		return max(time.Since(since), time.Nanosecond)
 	}
 	for {
 		b.mu.Lock()
 		if b.state == BreakerClosed {
 			b.mu.Unlock()
-			return false, nil
+			return false, waited(), nil
 		}
 		if !b.probing && !time.Now().Before(b.probeAt) {
 			from := b.state
 			b.probing, b.state = true, BreakerHalfOpen
 			b.probes++
 			b.unlock(from)
-			return true, nil
+			return true, waited(), nil
 		}
 		if b.cfg.FailFast {
 			b.mu.Unlock()
-			return false, ErrBreakerOpen
+			return false, 0, ErrBreakerOpen
 		}
 		if b.wake == nil {
 			b.wake = make(chan struct{})
 		}
 		wake := b.wake
 		b.mu.Unlock()
+		if since.IsZero() {
+			since = time.Now()
+		}
 		select {
 		case <-wake:
 		case <-done:
-			return false, errBreakerWait
+			return false, waited(), errBreakerWait
 		}
 	}
 }

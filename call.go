@@ -252,6 +252,12 @@ func (c *call) admit(p *Policy) (end bool, err error) {
 		p.before(c.ctx, State{Attempt: c.st.Attempt, Elapsed: c.since(), Slept: c.st.Slept, PrevWait: c.st.PrevWait})
 	}
 	refusal, err := p.shared.admit(c.ctx, &c.ticket)
+	if c.ticket.held > 0 {
+		if c.obs != nil && c.obs.Hold != nil {
+			c.obs.Hold(c.ctx, ErrBreakerOpen, c.ticket.held)
+		}
+		c.ticket.held = 0
+	}
 	if refusal == nil && err == nil {
 		return false, nil
 	}

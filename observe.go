@@ -28,6 +28,10 @@ type Observer struct {
 	// Refuse is called when a shared object refuses the call's next
 	// attempt or retry: reason is [ErrBudgetExhausted] or [ErrBreakerOpen].
 	Refuse func(ctx context.Context, reason error)
+	// Hold is called when a shared object has held the call's next attempt
+	// back for d, and lets it go (or the context ended): reason is
+	// [ErrBreakerOpen] for a breaker that waits out an outage.
+	Hold func(ctx context.Context, reason error, d time.Duration)
 	// Done is called when the call ends, however it ends, except by a
 	// panic.
 	Done func(ctx context.Context, d CallDone)

@@ -45,6 +45,10 @@ func (r *recorder) observer() *retries.Observer {
 			check(ctx, "Refuse")
 			r.events = append(r.events, "refuse "+reason.Error())
 		},
+		Hold: func(ctx context.Context, reason error, d time.Duration) {
+			check(ctx, "Hold")
+			r.events = append(r.events, fmt.Sprintf("hold %v %v", d, reason == retries.ErrBreakerOpen))
+		},
 		Done: func(ctx context.Context, d retries.CallDone) {
 			check(ctx, "Done")
 			r.events = append(r.events, fmt.Sprintf("done %s %s attempts=%d elapsed=%v err=%v", d.Policy, d.Outcome, d.Attempts, d.Elapsed, d.Err != nil))
@@ -179,6 +183,32 @@ func TestObserverBreakerRefuses(t *testing.T) {
 			t.Fatalf("Do() = %v, want ErrBreakerOpen", err)
 		}
 		want := "start \nrefuse " + retries.ErrBreakerOpen.Error() + "\ndone  breaker_open attempts=0 elapsed=0s err=true"
+		if got := strings.Join(r.events, "\n"); got != want {
+			t.Errorf("events:\n%s\nwant:\n%s", got, want)
+		}
+	})
+}
+
+// TestObserverBreakerHolds checks the events of a call that an open
+// breaker holds until its first probe, 50 ms after it opened (at 0).
+func TestObserverBreakerHolds(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := retries.NewBreaker(retries.BreakerConfig{})
+		p := retries.New(retries.WithStop(retries.StopAfterAttempt(1)), retries.WithBreaker(b))
+		// Five failures open it. The fifth call's failure comes as it
+		// opens, so it spends no attempt and waits for the first probe,
+		// 50 ms on, until its context ends at 10 ms.
+		for range 5 {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+			_ = p.Do(ctx, func(context.Context) error { return errBoom })
+			cancel()
+		}
+		r := &recorder{t: t}
+		if err := p.Copy(retries.WithObserver(r.observer())).Do(t.Context(), func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		want := "start \nhold 40ms true\nattempt 1+0 err=false retry=false\ndone  success attempts=1 elapsed=40ms err=false"
 		if got := strings.Join(r.events, "\n"); got != want {
 			t.Errorf("events:\n%s\nwant:\n%s", got, want)
 		}

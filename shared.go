@@ -32,8 +32,9 @@ type shared struct {
 // through as a probe.
 type ticket struct {
 	permit  Permit
-	breaker bool // the breaker admitted the attempt
+	breaker bool          // the breaker admitted the attempt
 	probe   bool
+	held    time.Duration // how long the breaker held it, for an observer
 }
 
 // start is called once per call, before its first attempt.
@@ -73,7 +74,8 @@ func (s *shared) admit(ctx context.Context, t *ticket) (refusal, err error) {
 	for {
 		b := s.breaker
 		if b != nil {
-			probe, berr := b.admit(ctx.Done())
+			probe, held, berr := b.admit(ctx.Done())
+			t.held += held
 			switch berr {
 			case nil:
 				t.breaker, t.probe = true, probe

@@ -23,6 +23,8 @@
 //   - retries.refusals (counter, {refusal}): retries or attempts refused by
 //     a budget or a breaker, by retries.policy and retries.refusal (budget,
 //     breaker);
+//   - retries.hold.duration (histogram, s): the time a breaker held an
+//     attempt back while its server was away, by retries.policy;
 //   - with [RegisterLimiter], [RegisterBreaker] and [RegisterBudget], gauges
 //     read from the objects' Stats when the metrics are collected.
 //
@@ -31,8 +33,9 @@
 //
 // Traces: a span per call named "retries " + the policy's name, of kind
 // internal, with attributes retries.policy, retries.outcome and
-// retries.attempts, and an event "retry" per retry (retries.attempt,
-// retries.wait in seconds, error.type). The attempts themselves are the
+// retries.attempts, an event "retry" per retry (retries.attempt,
+// retries.wait in seconds, error.type or http.response.status_code), and
+// an event "held" when a breaker held the call back. The attempts themselves are the
 // spans of what the call does: with net/http under otelhttp, one client
 // span per attempt, which are the call span's children. A span per attempt
 // on top of those (as gRPC's A45 has it) would double them and tell nothing
@@ -44,6 +47,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"time"
 
 	"github.com/seed32e55400/retries"
 	"go.opentelemetry.io/otel"
@@ -91,7 +95,7 @@ func WithoutSpans() Option { return func(c *config) { c.noTrace = true } }
 type instruments struct {
 	calls, refusals metric.Int64Counter
 	attempts        metric.Int64Histogram
-	delay           metric.Float64Histogram
+	delay, hold     metric.Float64Histogram
 }
 
 // NewObserver returns a [retries.Observer] that records the metrics and
@@ -129,6 +133,11 @@ func NewObserver(opts ...Option) (*retries.Observer, error) {
 		metric.WithExplicitBucketBoundaries(0, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)); err != nil {
 		return nil, err
 	}
+	if in.hold, err = m.Float64Histogram("retries.hold.duration", metric.WithUnit("s"),
+		metric.WithDescription("The time a circuit breaker held an attempt back while its server was away."),
+		metric.WithExplicitBucketBoundaries(0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300)); err != nil {
+		return nil, err
+	}
 	var tracer trace.Tracer
 	if !c.noTrace {
 		tracer = c.tp.Tracer(ScopeName)
@@ -149,6 +158,12 @@ func newObserver(in *instruments, tracer trace.Tracer) *retries.Observer {
 					attrs = append(attrs, StatusKey.Int(resp.StatusCode))
 				}
 				span.AddEvent("retry", trace.WithAttributes(attrs...))
+			}
+		},
+		Hold: func(ctx context.Context, reason error, d time.Duration) {
+			in.hold.Record(ctx, d.Seconds(), metric.WithAttributes(PolicyKey.String(policyOf(ctx)), RefusalKey.String(refusalOf(reason))))
+			if span := trace.SpanFromContext(ctx); span.IsRecording() {
+				span.AddEvent("held", trace.WithAttributes(RefusalKey.String(refusalOf(reason)), WaitKey.Float64(d.Seconds())))
 			}
 		},
 		Refuse: func(ctx context.Context, reason error) {

@@ -268,3 +268,28 @@ func TestGauges(t *testing.T) {
 		t.Errorf("retries.budget.available = %v, want 50 (5/s over 10 s)", got)
 	}
 }
+
+// TestHeldByBreaker checks what a call held back by an open breaker until
+// its probe records: the hold's duration, and a "held" event.
+func TestHeldByBreaker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs, reader, spans, _, _ := setup(t)
+		b := retries.NewBreaker(retries.BreakerConfig{})
+		p := retries.New(retries.WithName("inner"), retries.WithStop(retries.StopAfterAttempt(1)), retries.WithBreaker(b))
+		for range 5 { // opens it at 0; its first probe is due at 50 ms
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+			_ = p.Do(ctx, func(context.Context) error { return errBoom })
+			cancel()
+		}
+		if err := p.Copy(retries.WithObserver(obs)).Do(t.Context(), func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		hold := collect(t, reader)["retries.hold.duration"].(metricdata.Histogram[float64]).DataPoints
+		if len(hold) != 1 || hold[0].Count != 1 || hold[0].Sum != 0.04 {
+			t.Errorf("retries.hold.duration = %+v, want one hold of 40 ms", hold)
+		}
+		if s := spans.Ended(); len(s) != 1 || len(s[0].Events()) != 1 || s[0].Events()[0].Name != "held" {
+			t.Errorf("spans %v, want one with a held event", s)
+		}
+	})
+}
