@@ -32,7 +32,7 @@ type shared struct {
 // through as a probe.
 type ticket struct {
 	permit  Permit
-	breaker bool          // the breaker admitted the attempt
+	breaker bool // the breaker admitted the attempt
 	probe   bool
 	held    time.Duration // how long the breaker held it, for an observer
 }
