@@ -23,7 +23,12 @@
 // Under overload, two shared objects keep clients from making it worse: a
 // [Budget] ([WithBudget]) caps retries as a share of the traffic, and a
 // [Limiter] ([WithLimiter]) learns how much a server can take from its 429s
-// and latency and paces attempts to that.
+// and latency and paces attempts to that. A [Breaker] ([WithBreaker]) stops
+// attempts to a server that has gone away and probes until it is back.
+//
+// An [Observer] ([WithObserver]) sees every call start, attempt, wait, be
+// refused or held, and end; the module github.com/seed32e55400/retries/otel
+// turns those events into OpenTelemetry metrics and spans.
 //
 // A Policy is safe for concurrent use by multiple goroutines: each call to
 // Do keeps its own state.
