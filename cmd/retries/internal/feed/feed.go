@@ -99,6 +99,10 @@ type Config struct {
 	ProgressJSON bool
 	// Observer, if not nil, hears of every operation's outcome.
 	Observer Observer
+	// Calls, if not nil, observes the calls of both retry layers (the
+	// inner Inner, named Throttle by default, and the outer Outer): their
+	// attempts, waits, refusals, holds during an outage, and ends.
+	Calls *retries.Observer
 }
 
 // Observer hears of each operation's outcome as the feed goes.
@@ -217,7 +221,7 @@ func (f *Feeder) newEndpoint(raw string) *endpoint {
 	e.move, e.moveNow = context.WithCancelCause(context.Background())
 	e.breaker = retries.NewBreaker(retries.BreakerConfig{MaxProbeInterval: cfg.MaxProbeInterval,
 		OnStateChange: func(from, to retries.BreakerState) { f.onBreaker(e, from, to) }})
-	inner := cfg.Inner.Copy(retries.WithBreaker(e.breaker))
+	inner := cfg.Inner.Copy(retries.WithBreaker(e.breaker), retries.WithObserver(cfg.Calls))
 	if cfg.Concurrency == 0 {
 		e.limiter = retries.NewLimiter(retries.LimiterConfig{MaxInFlight: cfg.MaxInFlight})
 		inner = inner.Copy(retries.WithLimiter(e.limiter))
@@ -234,6 +238,7 @@ func (f *Feeder) newEndpoint(raw string) *endpoint {
 		innerT := retries.NewTransport(wire, inner.Copy(retries.WithRetry(
 			retries.RetryAny(inner.Retry(), retries.RetryIfOutage(e.breaker, pred)))), topts...)
 		p := cfg.Outer.Copy(
+			retries.WithObserver(cfg.Calls),
 			retries.WithRetry(pred),
 			retries.WithBudget(cfg.Budget),
 			retries.WithOnExhausted(func(s retries.State) error {

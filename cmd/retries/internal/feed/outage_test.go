@@ -16,6 +16,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/seed32e55400/retries"
 	"github.com/seed32e55400/retries/cmd/retries/internal/feedtest"
 )
 
@@ -38,6 +39,62 @@ func appliedIDs(srv *feedtest.Server) map[string]int {
 		ids[path[strings.LastIndexByte(path, '/')+1:]]++
 	}
 	return ids
+}
+
+// TestFeedOutageObserved feeds through an outage of 300 ms with an observer
+// on both layers: the inner layer's calls are held by the open breaker,
+// and every call of both layers ends in success.
+func TestFeedOutageObserved(t *testing.T) {
+	t.Parallel()
+	var (
+		mu       sync.Mutex
+		begun    bool
+		until    time.Time
+		srv      *feedtest.Server
+		holds    atomic.Int64
+		held     atomic.Int64 // nanoseconds
+		outcomes sync.Map     // "policy outcome" → *atomic.Int64
+	)
+	const docs, outageAt, outage = 400, 100, 300 * time.Millisecond
+	srv = feedtest.New(t, func(r *http.Request, n int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case !begun && len(srv.Applied()) >= outageAt:
+			begun, until = true, time.Now().Add(outage)
+		case !begun || time.Now().After(until):
+			return 0
+		}
+		return http.StatusServiceUnavailable
+	})
+	cfg := testFeedConfig(srv.URL, nil)
+	cfg.MaxProbeInterval = 20 * time.Millisecond
+	cfg.Calls = &retries.Observer{
+		Hold: func(_ context.Context, reason error, d time.Duration) {
+			if reason != retries.ErrBreakerOpen {
+				t.Errorf("held for %v by %v, want ErrBreakerOpen", d, reason)
+			}
+			holds.Add(1)
+			held.Add(int64(d))
+		},
+		Done: func(_ context.Context, d retries.CallDone) {
+			n, _ := outcomes.LoadOrStore(d.Policy+" "+d.Outcome.String(), new(atomic.Int64))
+			n.(*atomic.Int64).Add(1)
+		},
+	}
+	res, _, stderr := runTestFeed(t, context.Background(), cfg, puts(docs))
+	if !res.Complete() || res.ok != docs {
+		t.Fatalf("complete %v, %d acknowledged; want all %d; stderr:\n%s", res.Complete(), res.ok, docs, stderr)
+	}
+	got := map[string]int64{}
+	outcomes.Range(func(k, v any) bool { got[k.(string)] = v.(*atomic.Int64).Load(); return true })
+	if got["DocV1 success"] != docs || len(got) != 2 || got["Throttle success"] < docs {
+		t.Errorf("calls by policy and outcome %v, want %d DocV1 successes and at least as many Throttle ones, nothing else", got, docs)
+	}
+	if holds.Load() == 0 || time.Duration(held.Load()) < outage/2 {
+		t.Errorf("%d holds for %v in all, want the outage's calls held", holds.Load(), time.Duration(held.Load()))
+	}
+	t.Logf("%d holds, %v in all; calls %v", holds.Load(), time.Duration(held.Load()), got)
 }
 
 // TestFeedWaitsOutAnOutage: a server that answers 503, resets every
