@@ -161,3 +161,17 @@ func BenchmarkStatusErrors(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkDoObserver compares a first-try Policy.Do without an observer
+// and with one whose functions do nothing: what watching costs a call that
+// succeeds at once, beside what it costs to watch none.
+func BenchmarkDoObserver(b *testing.B) {
+	p := retries.New(retries.WithStop(retries.StopAfterAttempt(3)))
+	noop := &retries.Observer{
+		Start:   func(ctx context.Context, _ retries.CallInfo) context.Context { return ctx },
+		Attempt: func(context.Context, retries.AttemptInfo) {},
+		Done:    func(context.Context, retries.CallDone) {},
+	}
+	b.Run("observer=none", func(b *testing.B) { benchDo(b, p, 1) })
+	b.Run("observer=noop", func(b *testing.B) { benchDo(b, p.Copy(retries.WithObserver(noop)), 1) })
+}

@@ -40,6 +40,11 @@
 // span per attempt, which are the call span's children. A span per attempt
 // on top of those (as gRPC's A45 has it) would double them and tell nothing
 // more, so the attempts are events.
+//
+// The observer's functions run on the calling goroutine. Metrics aggregate
+// in memory; spans go to the tracer provider's span processors, so give it
+// a batching one (sdktrace.WithBatcher), which drops spans rather than
+// block, and not a synchronous one, outside tests.
 package otel
 
 import (
