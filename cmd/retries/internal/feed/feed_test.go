@@ -18,13 +18,6 @@ import (
 	"github.com/seed32e55400/retries/cmd/retries/internal/feedtest"
 )
 
-// feedtest.Reset makes docServer reset the connection.
-// docServer is a document/v1 endpoint on a loopback port that records what
-// it receives and answers what fault says: 0 for a 200 (the operation is
-// applied), a status, or feedtest.Reset. Faults happen before an operation is
-// applied, so a document applied twice was sent twice after a success.
-// appliedList returns what the server applied, in order.
-// requests returns the number of requests for method and path.
 // testFeedConfig is the command's configuration without waits between
 // retries, so that tests run at loopback speed.
 func testFeedConfig(url string, errOut io.Writer) Config {
