@@ -114,12 +114,7 @@ func firstHeld[T any](ctx context.Context, p *Policy, fn func(context.Context) (
 		v, err = fn(ctx)
 	}
 	if err == nil && (!p.valueRetry || !p.retry.match(box(v, do == nil), nil)) {
-		if !t.breaker && do != nil { // Do's success: nothing to judge
-			t.permit.release(SignalSuccess, 0)
-			t.permit = Permit{}
-		} else {
-			p.shared.report(&t, box(v, do == nil), nil, false, false)
-		}
+		p.shared.report(&t, box(v, do == nil), nil, false, false)
 		return v, nil
 	}
 	return next(ctx, p, fn, do, v, err, &t)
@@ -236,12 +231,15 @@ func (c *call) observeAttempt(p *Policy, err error, retry bool) {
 
 // refused tells the observer that a shared object refused the call's next
 // attempt or retry for reason, which ends the call with outcome.
-func (c *call) refused(reason error, outcome Outcome) {
+func (c *call) refused(p *Policy, reason error, outcome Outcome) {
 	c.outcome = outcome
 	if c.obs != nil && c.obs.Refuse != nil {
-		c.obs.Refuse(c.ctx, reason)
+		c.obs.Refuse(c.ctx, c.info(p), reason)
 	}
 }
+
+// info identifies the call to its observer.
+func (c *call) info(p *Policy) CallInfo { return CallInfo{Policy: p.meta.name} }
 
 // admit starts the next attempt: the before hook, then admission by the
 // shared objects. It reports whether the call ends instead, and with what
@@ -254,7 +252,7 @@ func (c *call) admit(p *Policy) (end bool, err error) {
 	refusal, err := p.shared.admit(c.ctx, &c.ticket)
 	if c.ticket.held > 0 {
 		if c.obs != nil && c.obs.Hold != nil {
-			c.obs.Hold(c.ctx, ErrBreakerOpen, c.ticket.held)
+			c.obs.Hold(c.ctx, c.info(p), ErrBreakerOpen, c.ticket.held)
 		}
 		c.ticket.held = 0
 	}
@@ -267,7 +265,7 @@ func (c *call) admit(p *Policy) (end bool, err error) {
 	case err == nil: // refused at once: the breaker is open and fails fast
 		c.settle(p)
 		c.st.Refusal = refusal
-		c.refused(refusal, OutcomeBreakerOpen)
+		c.refused(p, refusal, OutcomeBreakerOpen)
 		return true, newRetryError(&c.st, nil, nil)
 	case first && refusal == nil:
 		c.outcome = OutcomeContextDone
@@ -363,7 +361,7 @@ func (c *call) pause(p *Policy) (end bool, err error) {
 		p.beforeSleep(c.ctx, *st)
 	}
 	if c.obs != nil && c.obs.Wait != nil {
-		c.obs.Wait(c.ctx, *st)
+		c.obs.Wait(c.ctx, c.info(p), *st)
 	}
 	if !sleep(c.ctx, d) {
 		return true, c.ctxEnded(p, nil)
@@ -405,7 +403,7 @@ func (c *call) exhausted(p *Policy, refusal error) error {
 	c.st.Refusal = refusal
 	c.outcome = OutcomeGaveUp
 	if refusal != nil {
-		c.refused(refusal, OutcomeBudgetRefused)
+		c.refused(p, refusal, OutcomeBudgetRefused)
 	}
 	switch {
 	case p.onExhausted != nil:

@@ -187,7 +187,7 @@ func ExampleRetryIfOutage() {
 // OpenTelemetry metrics and spans.
 func ExampleWithObserver() {
 	obs := &retries.Observer{
-		Wait: func(_ context.Context, s retries.State) {
+		Wait: func(_ context.Context, _ retries.CallInfo, s retries.State) {
 			fmt.Printf("attempt %d failed (%v); retrying in %v\n", s.Attempt, s.Err, s.Wait)
 		},
 		Done: func(_ context.Context, d retries.CallDone) {

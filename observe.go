@@ -24,20 +24,20 @@ type Observer struct {
 	Attempt func(ctx context.Context, a AttemptInfo)
 	// Wait is called when the call begins to wait before a retry, with the
 	// call's State; State.Wait is the wait, which may be 0.
-	Wait func(ctx context.Context, s State)
+	Wait func(ctx context.Context, call CallInfo, s State)
 	// Refuse is called when a shared object refuses the call's next
 	// attempt or retry: reason is [ErrBudgetExhausted] or [ErrBreakerOpen].
-	Refuse func(ctx context.Context, reason error)
+	Refuse func(ctx context.Context, call CallInfo, reason error)
 	// Hold is called when a shared object has held the call's next attempt
 	// back for d, and lets it go (or the context ended): reason is
 	// [ErrBreakerOpen] for a breaker that waits out an outage.
-	Hold func(ctx context.Context, reason error, d time.Duration)
+	Hold func(ctx context.Context, call CallInfo, reason error, d time.Duration)
 	// Done is called when the call ends, however it ends, except by a
 	// panic.
 	Done func(ctx context.Context, d CallDone)
 }
 
-// CallInfo describes a call that starts.
+// CallInfo identifies a call to the events that carry nothing else.
 type CallInfo struct {
 	// Policy is the policy's name ([WithName]); "" if it has none.
 	Policy string

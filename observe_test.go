@@ -37,15 +37,15 @@ func (r *recorder) observer() *retries.Observer {
 			check(ctx, "Attempt")
 			r.events = append(r.events, fmt.Sprintf("attempt %d+%d err=%v retry=%v", a.Attempt, a.OutageAttempts, a.Err != nil, a.Retry))
 		},
-		Wait: func(ctx context.Context, s retries.State) {
+		Wait: func(ctx context.Context, _ retries.CallInfo, s retries.State) {
 			check(ctx, "Wait")
 			r.events = append(r.events, fmt.Sprintf("wait %v", s.Wait))
 		},
-		Refuse: func(ctx context.Context, reason error) {
+		Refuse: func(ctx context.Context, _ retries.CallInfo, reason error) {
 			check(ctx, "Refuse")
 			r.events = append(r.events, "refuse "+reason.Error())
 		},
-		Hold: func(ctx context.Context, reason error, d time.Duration) {
+		Hold: func(ctx context.Context, _ retries.CallInfo, reason error, d time.Duration) {
 			check(ctx, "Hold")
 			r.events = append(r.events, fmt.Sprintf("hold %v %v", d, reason == retries.ErrBreakerOpen))
 		},

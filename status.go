@@ -173,7 +173,7 @@ func (p *statusPred) String() string {
 // statusOf returns the HTTP status an outcome carries, if any.
 func statusOf(v any, err error) (int, bool) {
 	if err != nil {
-		switch found := findInTree(err, hasStatusError).(type) {
+		switch found := findInTree(err, isErrorAs[*StatusError]).(type) {
 		case nil:
 		case *StatusError:
 			return found.StatusCode, true
@@ -200,14 +200,4 @@ func statusOf(v any, err error) (int, bool) {
 		return r.StatusCode(), true
 	}
 	return 0, false
-}
-
-// hasStatusError is statusOf's test of one error in a tree: a
-// *StatusError, or an error whose As method gives one.
-func hasStatusError(err error) bool {
-	if _, ok := err.(*StatusError); ok {
-		return true
-	}
-	a, ok := err.(interface{ As(any) bool })
-	return ok && a.As(new(*StatusError))
 }

@@ -152,8 +152,8 @@ func NewObserver(opts ...Option) (*retries.Observer, error) {
 
 func newObserver(in *instruments, tracer trace.Tracer) *retries.Observer {
 	o := &retries.Observer{
-		Wait: func(ctx context.Context, s retries.State) {
-			in.delay.Record(ctx, s.Wait.Seconds(), metric.WithAttributes(PolicyKey.String(policyOf(ctx))))
+		Wait: func(ctx context.Context, c retries.CallInfo, s retries.State) {
+			in.delay.Record(ctx, s.Wait.Seconds(), metric.WithAttributes(PolicyKey.String(c.Policy)))
 			if span := trace.SpanFromContext(ctx); span.IsRecording() {
 				attrs := []attribute.KeyValue{AttemptKey.Int(s.Attempt), WaitKey.Float64(s.Wait.Seconds())}
 				if s.Err != nil {
@@ -165,14 +165,14 @@ func newObserver(in *instruments, tracer trace.Tracer) *retries.Observer {
 				span.AddEvent("retry", trace.WithAttributes(attrs...))
 			}
 		},
-		Hold: func(ctx context.Context, reason error, d time.Duration) {
-			in.hold.Record(ctx, d.Seconds(), metric.WithAttributes(PolicyKey.String(policyOf(ctx)), RefusalKey.String(refusalOf(reason))))
+		Hold: func(ctx context.Context, c retries.CallInfo, reason error, d time.Duration) {
+			in.hold.Record(ctx, d.Seconds(), metric.WithAttributes(PolicyKey.String(c.Policy), RefusalKey.String(refusalOf(reason))))
 			if span := trace.SpanFromContext(ctx); span.IsRecording() {
 				span.AddEvent("held", trace.WithAttributes(RefusalKey.String(refusalOf(reason)), WaitKey.Float64(d.Seconds())))
 			}
 		},
-		Refuse: func(ctx context.Context, reason error) {
-			in.refusals.Add(ctx, 1, metric.WithAttributes(PolicyKey.String(policyOf(ctx)), RefusalKey.String(refusalOf(reason))))
+		Refuse: func(ctx context.Context, c retries.CallInfo, reason error) {
+			in.refusals.Add(ctx, 1, metric.WithAttributes(PolicyKey.String(c.Policy), RefusalKey.String(refusalOf(reason))))
 		},
 		Done: func(ctx context.Context, d retries.CallDone) {
 			policy := PolicyKey.String(d.Policy)
@@ -191,11 +191,10 @@ func newObserver(in *instruments, tracer trace.Tracer) *retries.Observer {
 			span.End()
 		},
 	}
+	if tracer == nil {
+		return o
+	}
 	o.Start = func(ctx context.Context, c retries.CallInfo) context.Context {
-		ctx = context.WithValue(ctx, policyKey{}, c.Policy)
-		if tracer == nil {
-			return ctx
-		}
 		name := "retries"
 		if c.Policy != "" {
 			name += " " + c.Policy
@@ -205,15 +204,6 @@ func newObserver(in *instruments, tracer trace.Tracer) *retries.Observer {
 		return ctx
 	}
 	return o
-}
-
-// policyKey is the context key of the call's policy name, for the events
-// that do not carry it.
-type policyKey struct{}
-
-func policyOf(ctx context.Context) string {
-	s, _ := ctx.Value(policyKey{}).(string)
-	return s
 }
 
 func refusalOf(reason error) string {

@@ -70,7 +70,7 @@ func TestFeedOutageObserved(t *testing.T) {
 	cfg := testFeedConfig(srv.URL, nil)
 	cfg.MaxProbeInterval = 20 * time.Millisecond
 	cfg.Calls = &retries.Observer{
-		Hold: func(_ context.Context, reason error, d time.Duration) {
+		Hold: func(_ context.Context, _ retries.CallInfo, reason error, d time.Duration) {
 			if reason != retries.ErrBreakerOpen {
 				t.Errorf("held for %v by %v, want ErrBreakerOpen", d, reason)
 			}
