@@ -68,16 +68,12 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 	}
 	p.shared.start()
 	var t ticket
-	fast := false
-	if p.before == nil {
-		t, fast = p.shared.firstTicket()
-	}
-	if !fast {
+	if p.before != nil || (p.shared.lends() && !p.shared.firstTicket(&t)) {
 		c := call{ctx: ctx, hasValue: do == nil}
 		return loop(&c, p, fn, do, v, nil, false)
 	}
 	if t.permit.l != nil {
-		return firstHeld(ctx, p, fn, do, t)
+		return firstHeld(ctx, p, fn, do, &t)
 	}
 	// The fast path: with nothing to call before an attempt and nothing
 	// held for it (a closed breaker lends nothing that a panic could
@@ -102,22 +98,25 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 // firstHeld is the fast path of a first attempt that holds a limiter's
 // permit in t: a panic in fn or a predicate releases what t still holds,
 // which report and the loop take over.
-func firstHeld[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), do func(context.Context) error, t ticket) (v T, err error) {
+func firstHeld[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), do func(context.Context) error, t *ticket) (v T, err error) {
 	defer func() {
 		if t.permit.l != nil || t.breaker {
-			p.shared.drop(&t)
+			p.shared.drop(t)
 		}
 	}()
 	if do != nil {
-		err = do(ctx)
+		if err = do(ctx); err == nil && !t.breaker {
+			t.permit.succeed() // Do's success tells the limiter nothing else
+			return v, nil
+		}
 	} else {
 		v, err = fn(ctx)
 	}
 	if err == nil && (!p.valueRetry || !p.retry.match(box(v, do == nil), nil)) {
-		p.shared.report(&t, box(v, do == nil), nil, false, false)
+		p.shared.report(t, box(v, do == nil), nil, false, false)
 		return v, nil
 	}
-	return next(ctx, p, fn, do, v, err, &t)
+	return next(ctx, p, fn, do, v, err, t)
 }
 
 // next goes on, in the loop, with a call whose first attempt ran on the

@@ -205,7 +205,8 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 		default:
 		}
 	}
-	if p, ok := l.tryFast(); ok {
+	var p Permit
+	if l.tryFast(&p) {
 		return p, nil
 	}
 	return l.acquireSlow(ctx)
@@ -213,20 +214,21 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 
 // tryFast is Acquire's fast path: far below the in-flight limit, with no
 // rate limit and no one waiting, a permit is one compare-and-swap and
-// reads no clock. It reports false when the slow path must decide.
-func (l *Limiter) tryFast() (Permit, bool) {
+// reads no clock. It sets the permit in p, which is empty, or reports
+// false when the slow path must decide.
+func (l *Limiter) tryFast(p *Permit) bool {
 	for {
 		w := l.ledger.Load()
 		n := w & ledgerMask
 		if int64(n) >= l.fast.Load() {
-			return Permit{}, false
+			return false
 		}
 		if l.ledger.CompareAndSwap(w, w+1) {
-			p := Permit{l: l, n: uint32(n + 1), flags: permitFast}
+			p.l, p.n, p.flags = l, uint32(n+1), permitFast
 			if (w>>ledgerBits)&sampleMask == 0 {
 				p.start = int64(l.now()) + 1 // a sample for the latency baseline
 			}
-			return p, true
+			return true
 		}
 	}
 }
@@ -391,6 +393,18 @@ func (l *Limiter) returnUnused(p Permit) {
 // Release ends the attempt and reports s about it to the Limiter. Release
 // a Permit exactly once; releasing the zero Permit does nothing.
 func (p Permit) Release(s Signal) { p.release(s, 0) }
+
+// succeed releases p, which is held, with SignalSuccess, and empties it:
+// for an untimed permit, an atomic add, and a wake-up only if calls wait.
+func (p *Permit) succeed() {
+	l := p.l
+	if p.start != 0 {
+		p.release(SignalSuccess, 0)
+	} else if l.ledger.Add(ledgerSuccess-1); l.waiting.Load() != 0 {
+		l.wake()
+	}
+	p.l = nil
+}
 
 // wake hands released permits to the calls waiting for them.
 func (l *Limiter) wake() {

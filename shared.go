@@ -44,23 +44,27 @@ func (s *shared) start() {
 	}
 }
 
-// firstTicket returns the ticket of a first attempt that may start at
-// once, on the call loop's fast path: the breaker is closed (or absent),
-// and the limiter (if any) grants a permit on its own fast path. ok is
-// false when admission must wait or decide: the loop's admit does it.
-func (s *shared) firstTicket() (t ticket, ok bool) {
+// lends reports whether an attempt needs a ticket: a breaker or a limiter
+// is set.
+func (s *shared) lends() bool { return s.breaker != nil || s.limiter != nil }
+
+// firstTicket sets in t, which is empty, the ticket of a first attempt
+// that may start at once, on the call loop's fast path: the breaker is
+// closed (or absent), and the limiter (if any) grants a permit on its own
+// fast path. It returns false, with t empty, when admission must wait or
+// decide: the loop's admit does it.
+func (s *shared) firstTicket(t *ticket) bool {
 	if b := s.breaker; b != nil {
 		if !b.closed.Load() {
-			return ticket{}, false
+			return false
 		}
 		t.breaker = true
 	}
-	if l := s.limiter; l != nil {
-		if t.permit, ok = l.tryFast(); !ok {
-			return ticket{}, false
-		}
+	if l := s.limiter; l != nil && !l.tryFast(&t.permit) {
+		t.breaker = false
+		return false
 	}
-	return t, true
+	return true
 }
 
 // admit waits until an attempt may start, and sets its ticket in t. The
