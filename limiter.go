@@ -400,7 +400,7 @@ func (p *Permit) succeed() {
 	l := p.l
 	if p.start != 0 {
 		p.release(SignalSuccess, 0)
-	} else if l.ledger.Add(ledgerSuccess-1); l.waiting.Load() != 0 {
+	} else if l.ledger.Add(ledgerSuccess - 1); l.waiting.Load() != 0 {
 		l.wake()
 	}
 	p.l = nil
