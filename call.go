@@ -105,7 +105,7 @@ func firstHeld[T any](ctx context.Context, p *Policy, fn func(context.Context) (
 		}
 	}()
 	if do != nil {
-		if err = do(ctx); err == nil && !t.breaker {
+		if err = do(ctx); err == nil && !t.breaker && !p.valueRetry {
 			t.permit.succeed() // Do's success tells the limiter nothing else
 			return v, nil
 		}

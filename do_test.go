@@ -569,20 +569,30 @@ func TestErrorAttemptsHaveNoValue(t *testing.T) {
 }
 
 // TestValuePredicatesInDo checks that Do asks predicates that look at
-// successes, with a nil value.
+// successes, with a nil value, whatever the policy shares: a first attempt
+// that holds a limiter's permit runs on a fast path of its own.
 func TestValuePredicatesInDo(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		var values []any
-		p := always(3, 0).Copy(retries.WithRetry(retries.RetryIfValue(func(v any) bool { values = append(values, v); return true })))
-		s, err := runErr(t, t.Context(), p, func(int) error { return nil })
-		var re *retries.RetryError
-		if !errors.As(err, &re) || len(s.calls) != 3 || len(values) != 3 || values[0] != nil {
-			t.Errorf("Do() = %v after %d calls, predicate saw %v, want a RetryError after 3 calls, 3 nil values", err, len(s.calls), values)
+		shares := map[string][]retries.Option{
+			"nothing": nil,
+			"limiter": {retries.WithLimiter(retries.NewLimiter(retries.LimiterConfig{}))},
+			"breaker": {retries.WithBreaker(retries.NewBreaker(retries.BreakerConfig{}))},
+			"both": {retries.WithLimiter(retries.NewLimiter(retries.LimiterConfig{})),
+				retries.WithBreaker(retries.NewBreaker(retries.BreakerConfig{}))},
+		}
+		for name, opts := range shares {
+			var values []any
+			p := always(3, 0).Copy(retries.WithRetry(retries.RetryIfValue(func(v any) bool { values = append(values, v); return true })))
+			s, err := runErr(t, t.Context(), p.Copy(opts...), func(int) error { return nil })
+			var re *retries.RetryError
+			if !errors.As(err, &re) || len(s.calls) != 3 || len(values) != 3 || values[0] != nil {
+				t.Errorf("sharing %s: Do() = %v after %d calls, predicate saw %v, want a RetryError after 3 calls, 3 nil values", name, err, len(s.calls), values)
+			}
 		}
 		errDone := errors.New("done")
-		p = always(10, 0).Copy(retries.WithRetry(retries.RetryNot(retries.RetryIfErrorIs(errDone))))
-		s, err = runErr(t, t.Context(), p, func(i int) error {
+		p := always(10, 0).Copy(retries.WithRetry(retries.RetryNot(retries.RetryIfErrorIs(errDone))))
+		s, err := runErr(t, t.Context(), p, func(i int) error {
 			if i == 4 {
 				return errDone
 			}
