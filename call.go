@@ -106,7 +106,8 @@ func firstHeld[T any](ctx context.Context, p *Policy, fn func(context.Context) (
 	}()
 	if do != nil {
 		if err = do(ctx); err == nil && !t.breaker && !p.valueRetry {
-			t.permit.succeed() // Do's success tells the limiter nothing else
+			t.permit.release(SignalSuccess, 0) // Do's success tells the limiter nothing else
+			t.permit = Permit{}
 			return v, nil
 		}
 	} else {

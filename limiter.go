@@ -394,18 +394,6 @@ func (l *Limiter) returnUnused(p Permit) {
 // a Permit exactly once; releasing the zero Permit does nothing.
 func (p Permit) Release(s Signal) { p.release(s, 0) }
 
-// succeed releases p, which is held, with SignalSuccess, and empties it:
-// for an untimed permit, an atomic add, and a wake-up only if calls wait.
-func (p *Permit) succeed() {
-	l := p.l
-	if p.start != 0 {
-		p.release(SignalSuccess, 0)
-	} else if l.ledger.Add(ledgerSuccess - 1); l.waiting.Load() != 0 {
-		l.wake()
-	}
-	p.l = nil
-}
-
 // wake hands released permits to the calls waiting for them.
 func (l *Limiter) wake() {
 	l.mu.Lock()
