@@ -42,6 +42,23 @@ func newEndpointPair(t *testing.T, fault func(which string, r *http.Request) int
 	return p
 }
 
+// feedAll feeds opsInput(n) to both endpoints, with probeEvery as their
+// breakers' MaxProbeInterval (0: the default), and checks that the feed
+// completes with every operation answered in input order. It returns the
+// summary and stderr.
+func (p *endpointPair) feedAll(t *testing.T, n int, probeEvery time.Duration) (map[string]any, string) {
+	t.Helper()
+	cfg := testFeedConfig("", nil)
+	cfg.URLs = []string{p.a.URL, p.b.URL}
+	cfg.MaxProbeInterval = probeEvery
+	res, sum, stderr := runTestFeed(t, context.Background(), cfg, opsInput(n))
+	if !res.Complete() {
+		t.Fatalf("incomplete; stderr:\n%s", stderr)
+	}
+	checkAllInOrder(t, p.log, n)
+	return sum, stderr
+}
+
 // opsInput returns n documents, each put, updated and removed.
 func opsInput(n int) string {
 	var b strings.Builder
@@ -77,13 +94,7 @@ func checkAllInOrder(t *testing.T, log []string, n int) {
 func TestFeedEndpointsShare(t *testing.T) {
 	t.Parallel()
 	p := newEndpointPair(t, nil)
-	cfg := testFeedConfig("", nil)
-	cfg.URLs = []string{p.a.URL, p.b.URL}
-	res, sum, stderr := runTestFeed(t, context.Background(), cfg, opsInput(200))
-	if !res.Complete() {
-		t.Fatalf("incomplete; stderr:\n%s", stderr)
-	}
-	checkAllInOrder(t, p.log, 200)
+	sum, _ := p.feedAll(t, 200, 0)
 	na, nb := len(p.a.Applied()), len(p.b.Applied())
 	if na < 60 || nb < 60 {
 		t.Errorf("endpoints took %d and %d of 600 operations, want a share each", na, nb)
@@ -107,14 +118,7 @@ func TestFeedEndpointFails(t *testing.T) {
 		}
 		return 0
 	})
-	cfg := testFeedConfig("", nil)
-	cfg.URLs = []string{p.a.URL, p.b.URL}
-	cfg.MaxProbeInterval = 20 * time.Millisecond
-	res, sum, stderr := runTestFeed(t, context.Background(), cfg, opsInput(200))
-	if !res.Complete() {
-		t.Fatalf("incomplete; stderr:\n%s", stderr)
-	}
-	checkAllInOrder(t, p.log, 200)
+	sum, stderr := p.feedAll(t, 200, 20*time.Millisecond)
 	if !strings.Contains(stderr, "retries feed: endpoint "+p.b.URL+" is failing (") {
 		t.Errorf("stderr does not name the failing endpoint:\n%s", stderr)
 	}
@@ -147,14 +151,7 @@ func TestFeedEndpointsBothFail(t *testing.T) {
 		}
 		return 0
 	})
-	cfg := testFeedConfig("", nil)
-	cfg.URLs = []string{p.a.URL, p.b.URL}
-	cfg.MaxProbeInterval = 20 * time.Millisecond
-	res, _, stderr := runTestFeed(t, context.Background(), cfg, opsInput(200))
-	if !res.Complete() {
-		t.Fatalf("incomplete; stderr:\n%s", stderr)
-	}
-	checkAllInOrder(t, p.log, 200)
+	_, stderr := p.feedAll(t, 200, 20*time.Millisecond)
 	for _, w := range []string{"retries feed: paused: every endpoint is failing (", "retries feed: resumed: "} {
 		if !strings.Contains(stderr, w) {
 			t.Errorf("stderr does not say %q:\n%s", w, stderr)

@@ -384,23 +384,15 @@ func TestFeedHTTP2(t *testing.T) {
 // TestFeedProgress waits for a progress line while a request is held.
 func TestFeedProgress(t *testing.T) {
 	t.Parallel()
-	w := &signalWriter{want: " in flight, limit ", found: make(chan struct{})}
-	srv := feedtest.New(t, func(r *http.Request, _ int) int {
-		select {
-		case <-w.found:
-		case <-time.After(10 * time.Second):
-		}
-		return 0
-	})
+	w := newSignalWriter(" in flight, limit ")
+	srv := holdUntilWritten(t, w)
 	cfg := testFeedConfig(srv.URL, w)
 	cfg.Progress = 5 * time.Millisecond
 	res, _, _ := runTestFeed(t, context.Background(), cfg, threeOps)
 	if res.ok != 3 {
 		t.Errorf("ok = %d, want 3", res.ok)
 	}
-	select {
-	case <-w.found:
-	default:
+	if !w.seen() {
 		t.Errorf("no progress line; stderr:\n%s", w.String())
 	}
 }
@@ -412,6 +404,33 @@ type signalWriter struct {
 	want  string
 	found chan struct{}
 	once  sync.Once
+}
+
+func newSignalWriter(want string) *signalWriter {
+	return &signalWriter{want: want, found: make(chan struct{})}
+}
+
+// seen reports whether want has been written.
+func (w *signalWriter) seen() bool {
+	select {
+	case <-w.found:
+		return true
+	default:
+		return false
+	}
+}
+
+// holdUntilWritten starts a server that holds each request until w has
+// seen what it waits for, or 10 s at most.
+func holdUntilWritten(t *testing.T, w *signalWriter) *feedtest.Server {
+	t.Helper()
+	return feedtest.New(t, func(r *http.Request, _ int) int {
+		select {
+		case <-w.found:
+		case <-time.After(10 * time.Second):
+		}
+		return 0
+	})
 }
 
 func (w *signalWriter) Write(p []byte) (int, error) {
@@ -506,23 +525,15 @@ func TestFeedRequestParams(t *testing.T) {
 // acknowledged yet.
 func TestFeedProgressJSON(t *testing.T) {
 	t.Parallel()
-	w := &signalWriter{want: `"feeder.operation.count":3,"feeder.seconds":`, found: make(chan struct{})}
-	srv := feedtest.New(t, func(r *http.Request, _ int) int {
-		select {
-		case <-w.found:
-		case <-time.After(10 * time.Second):
-		}
-		return 0
-	})
+	w := newSignalWriter(`"feeder.operation.count":3,"feeder.seconds":`)
+	srv := holdUntilWritten(t, w)
 	cfg := testFeedConfig(srv.URL, nil)
 	cfg.ProgressOut, cfg.Progress, cfg.ProgressJSON, cfg.Terminal = w, 5*time.Millisecond, true, true
 	res, _, _ := runTestFeed(t, context.Background(), cfg, threeOps)
 	if res.ok != 3 {
 		t.Errorf("ok = %d, want 3", res.ok)
 	}
-	select {
-	case <-w.found:
-	default:
+	if !w.seen() {
 		t.Fatalf("no progress line with 3 operations read:\n%s", w.String())
 	}
 	for _, line := range strings.Split(strings.TrimSuffix(w.String(), "\n"), "\n") {

@@ -41,32 +41,53 @@ func appliedIDs(srv *feedtest.Server) map[string]int {
 	return ids
 }
 
-// TestFeedOutageObserved feeds through an outage of 300 ms with an observer
-// on both layers: the inner layer's calls are held by the open breaker,
-// and every call of both layers ends in success.
-func TestFeedOutageObserved(t *testing.T) {
-	t.Parallel()
+// outageServer starts a server that goes away for outage once outageAt
+// documents are applied: it answers 503 (kind "503"), resets every
+// connection ("reset") or stops listening ("down"). inOutage counts the
+// requests it answered during the outage (none for "down").
+func outageServer(t *testing.T, kind string, outageAt int, outage time.Duration) (srv *feedtest.Server, inOutage *atomic.Int64) {
+	t.Helper()
 	var (
-		mu       sync.Mutex
-		begun    bool
-		until    time.Time
-		srv      *feedtest.Server
-		holds    atomic.Int64
-		held     atomic.Int64 // nanoseconds
-		outcomes sync.Map     // "policy outcome" → *atomic.Int64
+		mu    sync.Mutex
+		begun bool
+		until time.Time
 	)
-	const docs, outageAt, outage = 400, 100, 300 * time.Millisecond
+	inOutage = new(atomic.Int64)
 	srv = feedtest.New(t, func(r *http.Request, n int) int {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
 		case !begun && len(srv.Applied()) >= outageAt:
 			begun, until = true, time.Now().Add(outage)
-		case !begun || time.Now().After(until):
+			if kind == "down" {
+				go srv.Down() // this request is answered; the next ones are refused
+				time.AfterFunc(outage, func() { srv.Up(t) })
+				return 0
+			}
+		case !begun || time.Now().After(until) || kind == "down":
 			return 0
+		}
+		inOutage.Add(1)
+		if kind == "reset" {
+			return feedtest.Reset
 		}
 		return http.StatusServiceUnavailable
 	})
+	return srv, inOutage
+}
+
+// TestFeedOutageObserved feeds through an outage of 300 ms with an observer
+// on both layers: the inner layer's calls are held by the open breaker,
+// and every call of both layers ends in success.
+func TestFeedOutageObserved(t *testing.T) {
+	t.Parallel()
+	var (
+		holds    atomic.Int64
+		held     atomic.Int64 // nanoseconds
+		outcomes sync.Map     // "policy outcome" → *atomic.Int64
+	)
+	const docs, outageAt, outage = 400, 100, 300 * time.Millisecond
+	srv, _ := outageServer(t, "503", outageAt, outage)
 	cfg := testFeedConfig(srv.URL, nil)
 	cfg.MaxProbeInterval = 20 * time.Millisecond
 	cfg.Calls = &retries.Observer{
@@ -106,34 +127,8 @@ func TestFeedWaitsOutAnOutage(t *testing.T) {
 	for _, kind := range []string{"503", "reset", "down"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			var (
-				mu       sync.Mutex
-				begun    bool
-				until    time.Time
-				inOutage atomic.Int64
-				srv      *feedtest.Server
-			)
 			const docs, outageAt, outage = 600, 150, 300 * time.Millisecond
-			srv = feedtest.New(t, func(r *http.Request, n int) int {
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case !begun && len(srv.Applied()) >= outageAt:
-					begun, until = true, time.Now().Add(outage)
-					if kind == "down" {
-						go srv.Down() // this request is answered; the next ones are refused
-						time.AfterFunc(outage, func() { srv.Up(t) })
-						return 0
-					}
-				case !begun || time.Now().After(until) || kind == "down":
-					return 0
-				}
-				inOutage.Add(1)
-				if kind == "reset" {
-					return feedtest.Reset
-				}
-				return http.StatusServiceUnavailable
-			})
+			srv, inOutage := outageServer(t, kind, outageAt, outage)
 			cfg := testFeedConfig(srv.URL, nil)
 			cfg.MaxProbeInterval = 20 * time.Millisecond
 			res, sum, stderr := runTestFeed(t, context.Background(), cfg, puts(docs))
