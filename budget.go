@@ -275,17 +275,13 @@ func (b *Budget) take(spend bool) bool {
 		b.wake()
 	}
 	for {
-		start := b.windowStart()
-		r := b.retries.Load()
-		w := budgetCounts{deposits: -start.deposits, retries: r - start.retries}
-		for i := range b.deposits {
-			w.deposits += b.deposits[i].n.Load()
-		}
+		start, now := b.windowStart(), b.counts()
+		w := budgetCounts{deposits: now.deposits - start.deposits, retries: now.retries - start.retries}
 		if b.available(w) <= 0 {
 			b.refusals.Add(1)
 			return false
 		}
-		if !spend || b.retries.CompareAndSwap(r, r+1) {
+		if !spend || b.retries.CompareAndSwap(now.retries, now.retries+1) {
 			return true
 		}
 	}
