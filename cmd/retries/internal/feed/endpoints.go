@@ -43,7 +43,9 @@ func (e *endpoint) redactedURL() string {
 }
 
 // moveAway moves the operations waiting on e to the other endpoints: their
-// contexts, from within, end with errMoved, and the feed routes them again.
+// stays end with errMoved, and the feed routes them again. An operation
+// with a request on the wire moves only once that request is answered or
+// fails, and then only if the retry rules would send it again.
 func (e *endpoint) moveAway() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -51,11 +53,11 @@ func (e *endpoint) moveAway() {
 	e.move, e.moveNow = context.WithCancelCause(context.Background())
 }
 
-// within returns ctx for one operation's stay on e, ended with errMoved
-// when e moves its operations away, and the function that releases it.
-// With a single endpoint there is nowhere to move to, and ctx is returned
-// as it is.
-func (e *endpoint) within(ctx context.Context) (context.Context, func()) {
+// within returns ctx for one operation's stay on e, which s.move ends with
+// errMoved when e moves its operations away, and the function that
+// releases it. With a single endpoint there is nowhere to move to, and ctx
+// is returned as it is.
+func (e *endpoint) within(ctx context.Context, s *opState) (context.Context, func()) {
 	if !e.multi {
 		return ctx, func() {}
 	}
@@ -63,9 +65,11 @@ func (e *endpoint) within(ctx context.Context) (context.Context, func()) {
 	move := e.move
 	e.mu.Unlock()
 	c, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(move, func() { cancel(errMoved) })
+	stay := s.setStay(cancel)
+	stop := context.AfterFunc(move, func() { s.move(stay) })
 	return c, func() {
 		stop()
+		s.setStay(nil)
 		cancel(nil)
 	}
 }

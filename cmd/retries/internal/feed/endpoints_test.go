@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed32e55400/retries"
 	"github.com/seed32e55400/retries/cmd/retries/internal/feedtest"
 )
 
@@ -155,6 +156,68 @@ func TestFeedEndpointsBothFail(t *testing.T) {
 	for _, w := range []string{"retries feed: paused: every endpoint is failing (", "retries feed: resumed: "} {
 		if !strings.Contains(stderr, w) {
 			t.Errorf("stderr does not say %q:\n%s", w, stderr)
+		}
+	}
+}
+
+// TestFeedEndpointMovesOnlyUnsent: when one of two endpoints fails, the
+// operations waiting on it move to the other, but those whose request is
+// on the wire stay until their answer. Endpoint a holds its first requests
+// until its breaker has opened (it sheds the rest with 503s), then answers
+// them: every increment is applied exactly once, and the feed completes.
+func TestFeedEndpointMovesOnlyUnsent(t *testing.T) {
+	t.Parallel()
+	const n, held = 200, 4
+	var w *signalWriter // set once a's URL is known
+	var mu sync.Mutex
+	holding := 0
+	p := newEndpointPair(t, func(which string, r *http.Request) int {
+		if which != "a" {
+			return 0
+		}
+		mu.Lock()
+		hold := holding < held
+		holding++
+		mu.Unlock()
+		if !hold {
+			if w.seen() {
+				return 0
+			}
+			return http.StatusServiceUnavailable
+		}
+		select {
+		case <-w.found:
+		case <-time.After(10 * time.Second):
+			t.Errorf("endpoint a's breaker did not open")
+		}
+		return 0
+	})
+	w = newSignalWriter("retries feed: endpoint " + p.a.URL + " is failing (")
+	var in strings.Builder
+	for i := range n {
+		fmt.Fprintf(&in, `{"update":"id:ns:d::%d","fields":{"n":{"increment":1}}}`+"\n", i)
+	}
+	cfg := testFeedConfig("", w)
+	cfg.URLs = []string{p.a.URL, p.b.URL}
+	cfg.MaxProbeInterval = 20 * time.Millisecond
+	cfg.Concurrency = 64 // no limiter: the held requests would hold a's permits, and its 503s would wait for them
+	cfg.Budget = nil // a's 503s must not exhaust the budget before its breaker opens
+	cfg.Outer = cfg.Outer.Copy(retries.WithStop(retries.StopAfterAttempt(100)))
+	res, _, _ := runTestFeed(t, context.Background(), cfg, in.String())
+	if !res.Complete() {
+		t.Errorf("incomplete; stderr:\n%s", w.String())
+	}
+	if !w.seen() {
+		t.Fatalf("endpoint a never failed; stderr:\n%s", w.String())
+	}
+	applied := map[string]int{}
+	for _, s := range append(p.a.Applied(), p.b.Applied()...) {
+		path, _, _ := strings.Cut(strings.TrimPrefix(s, "PUT "), " ")
+		applied[path]++
+	}
+	for i := range n {
+		if path := fmt.Sprintf("/document/v1/ns/d/docid/%d", i); applied[path] != 1 {
+			t.Errorf("%s applied %d times, want once", path, applied[path])
 		}
 	}
 }

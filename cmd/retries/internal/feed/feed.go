@@ -611,7 +611,7 @@ func (f *Feeder) holdBack(op *Operation) {
 // failure, and reports whether op was acknowledged. When its endpoint
 // fails and moves it away, it goes to another.
 func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
-	ctx = withAttempts(ctx)
+	ctx, state := withOpState(ctx, len(f.endpoints) > 1)
 	if f.cfg.Timeout > 0 {
 		var release func()
 		ctx, release = f.pause.withTimeout(ctx, f.cfg.Timeout)
@@ -621,7 +621,7 @@ func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
 		e := f.route()
 		e.sent.Add(1)
 		e.ops.Add(1)
-		stay, leave := e.within(ctx)
+		stay, leave := e.within(ctx, state)
 		ok, moved := f.sendTo(stay, e, op)
 		leave()
 		e.ops.Add(-1)
@@ -675,7 +675,7 @@ func (f *Feeder) sendTo(ctx context.Context, e *endpoint, op *Operation) (ok, mo
 		client = e.unsafeOps
 	}
 	resp, err := client.Do(req)
-	if err != nil && context.Cause(ctx) == errMoved {
+	if errors.Is(err, errMoved) { // nothing of it was on the wire when it moved
 		return false, true
 	}
 	if err != nil {

@@ -80,13 +80,84 @@ func (s *wireStats) latency() (lo, avg, hi time.Duration, codes map[int]int64) {
 	return s.latencyMin, avg, s.latMax, maps.Clone(s.codes)
 }
 
-// attemptsKey is the context key of an operation's attempt counter.
-type attemptsKey struct{}
+// opKey is the context key of an operation's *opState.
+type opKey struct{}
 
-// withAttempts returns ctx carrying a counter of the requests sent for one
-// operation.
-func withAttempts(ctx context.Context) context.Context {
-	return context.WithValue(ctx, attemptsKey{}, new(atomic.Int32))
+// opState is what the wire knows of one operation, carried by its
+// context: the requests sent for it, and, with several endpoints, whether
+// one is on the wire, so that a move to another endpoint never takes it
+// from there (see endpoint.within).
+type opState struct {
+	attempts atomic.Int32
+	movable  bool // the feed has several endpoints
+
+	mu      sync.Mutex
+	onWire  int                     // requests on the wire now
+	pending bool                    // a move asked for while a request was on the wire
+	stay    int                     // the current stay's number
+	moveOut context.CancelCauseFunc // ends the current stay on an endpoint with errMoved; nil between stays
+}
+
+// withOpState returns ctx carrying a new *opState for one operation.
+func withOpState(ctx context.Context, movable bool) (context.Context, *opState) {
+	s := &opState{movable: movable}
+	return context.WithValue(ctx, opKey{}, s), s
+}
+
+// move ends the operation's stay number stay on its endpoint with
+// errMoved, at once if none of its requests is on the wire, or else as the
+// last one leaves it: a request written is never abandoned to be sent
+// elsewhere while it may still be applied. A stay already over is left
+// alone.
+func (s *opState) move(stay int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if stay != s.stay {
+		return
+	}
+	if s.onWire > 0 {
+		s.pending = true
+		return
+	}
+	if s.moveOut != nil {
+		s.moveOut(errMoved)
+	}
+}
+
+// setStay starts a stay that cancel ends, or ends the stay with nil, and
+// returns its number.
+func (s *opState) setStay(cancel context.CancelCauseFunc) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stay++
+	s.moveOut, s.pending = cancel, false
+	return s.stay
+}
+
+// enter marks a request of the operation as going on the wire under ctx,
+// and reports false, sending nothing, if ctx has ended (by a move).
+func (s *opState) enter(ctx context.Context) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ctx.Err() != nil {
+		return false
+	}
+	s.onWire++
+	return true
+}
+
+// leave marks a request as off the wire: it failed, or its response was
+// read or closed. A move asked for meanwhile happens now.
+func (s *opState) leave() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onWire--
+	if s.onWire == 0 && s.pending {
+		s.pending = false
+		if s.moveOut != nil {
+			s.moveOut(errMoved)
+		}
+	}
 }
 
 // wireCounter counts the requests that go on the wire and what comes back.
@@ -97,8 +168,17 @@ type wireCounter struct {
 }
 
 func (t wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	st, _ := req.Context().Value(opKey{}).(*opState)
+	op := st
+	if op != nil && op.movable {
+		if !op.enter(req.Context()) {
+			return nil, context.Cause(req.Context())
+		}
+	} else {
+		op = nil // nothing to tell it when the request leaves the wire
+	}
 	t.s.requests.Add(1)
-	if n, ok := req.Context().Value(attemptsKey{}).(*atomic.Int32); ok && n.Add(1) > 1 {
+	if st != nil && st.attempts.Add(1) > 1 {
 		t.s.retries.Add(1)
 	}
 	if req.ContentLength > 0 {
@@ -112,10 +192,13 @@ func (t wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.s.exceptions.Add(1)
 		d := err.Error()
 		t.s.lastFailure.Store(&d)
+		if op != nil {
+			op.leave()
+		}
 		return nil, err
 	}
 	t.s.response(resp.StatusCode, time.Since(start))
-	resp.Body = &countingBody{ReadCloser: resp.Body, n: &t.s.responseBytes}
+	resp.Body = &countingBody{ReadCloser: resp.Body, n: &t.s.responseBytes, op: op}
 	if resp.StatusCode/100 == 5 {
 		t.s.noteFailure(resp)
 	}
@@ -149,16 +232,36 @@ type errReader struct{ err error }
 
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
-// countingBody adds the bytes read from a response body to n.
+// countingBody adds the bytes read from a response body to n, and tells
+// op (if not nil) that the request has left the wire once the body is read
+// to its end or closed.
 type countingBody struct {
 	io.ReadCloser
-	n *atomic.Int64
+	n    *atomic.Int64
+	op   *opState
+	left atomic.Bool
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.n.Add(int64(n))
+	if err != nil {
+		b.leave()
+	}
 	return n, err
+}
+
+func (b *countingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.leave()
+	return err
+}
+
+// leave tells op, once, that the request is off the wire.
+func (b *countingBody) leave() {
+	if b.op != nil && b.left.CompareAndSwap(false, true) {
+		b.op.leave()
+	}
 }
 
 // Which outcomes the outer (DocV1) layer retries, by operation. The inner
