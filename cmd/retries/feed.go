@@ -132,6 +132,7 @@ type feedFlags struct {
 	progress                 time.Duration
 	progressJSON             bool
 	timeout, maxOutage       time.Duration
+	grace                    time.Duration
 	failed, headerFile       string
 	compression              string
 	cert, key, ca            string
@@ -149,6 +150,7 @@ func addFeedFlags(fs *flag.FlagSet, f *feedFlags) {
 	intVar(fs, &f.connections, "connections", 0, 0, maxFeedConnections, "`N` connections per host; 0: as many as needed")
 	fs.BoolVar(&f.http2, "http2", false, "HTTP/2 without TLS on http URLs (prior knowledge)")
 	fs.DurationVar(&f.timeout, "timeout", feedTimeout, "time limit of each operation, its retries included, not counting the time paused by an outage; 0: none")
+	fs.DurationVar(&f.grace, "grace", feedGrace, "after an interrupt, how long to wait for the requests in flight before canceling them; 0: cancel at once")
 	fs.DurationVar(&f.maxOutage, "max-outage", feedMaxOutage, "end the feed when the server has been out for this long; 0: wait for ever")
 	fs.StringVar(&f.failed, "failed", "", "write every operation not acknowledged to `FILE`, in feed format: the failed, the unsent and the unread rest")
 	fs.BoolVar(&f.quiet, "q", false, "no progress lines (as -progress 0)")
@@ -184,6 +186,8 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return usageErrorf("feed: unexpected argument %q", pos[1])
 	case f.timeout < 0:
 		return usageErrorf("feed: -timeout %v: must not be negative", f.timeout)
+	case f.grace < 0:
+		return usageErrorf("feed: -grace %v: must not be negative", f.grace)
 	case f.maxOutage < 0:
 		return usageErrorf("feed: -max-outage %v: must not be negative", f.maxOutage)
 	case f.progress < 0:
@@ -210,7 +214,7 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 	}
 	in := stdin
-	var inFile *os.File
+	inFile, _ := stdin.(*os.File)
 	if pos[0] != "-" {
 		file, err := os.Open(pos[0])
 		if err != nil {
@@ -219,16 +223,16 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		defer file.Close()
 		in, inFile = file, file
 	}
-	if f.failed != "" && inFile != nil {
-		if a, err := os.Stat(f.failed); err == nil {
-			if b, err := inFile.Stat(); err == nil && os.SameFile(a, b) {
-				return usageErrorf("feed: -failed %s is the input", f.failed)
-			}
+	var files *feedFiles
+	if f.failed != "" {
+		files = newFeedFiles(f.failed)
+		if err := files.checkInput(inFile); err != nil {
+			return usageErrorf("feed: -failed: %v", err)
 		}
 	}
 	cfg := feed.Config{
 		URL: f.urls[0], Header: f.header.h, TLS: tlsCfg, Concurrency: f.concurrency, Connections: f.connections, HTTP2: f.http2,
-		Timeout: f.timeout, AttemptTimeout: attemptTimeout(f.serverTimeout), Grace: feedGrace, MaxOutage: f.maxOutage,
+		Timeout: f.timeout, AttemptTimeout: attemptTimeout(f.serverTimeout), Grace: f.grace, MaxOutage: f.maxOutage,
 		Route: f.route, TraceLevel: f.trace, ServerTimeout: f.serverTimeout, DryRun: f.dryRun, Compression: compression,
 		Outer: feedOuter, Inner: feedInner,
 		Budget:   retries.NewBudget(feedBudgetRatio, feedBudgetPerSecond),
@@ -240,16 +244,15 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if len(f.urls) > 1 {
 		cfg.URLs = f.urls
 	}
-	var failed fileWriter // created once the flags are known to be good
-	if f.failed != "" {
-		cfg.Failed = &failed
+	if files != nil {
+		cfg.Failed, cfg.Unknown, cfg.Unread = &files.failed, &files.unknown, &files.unread
 	}
 	fd, err := feed.New(cfg)
 	if err != nil {
 		return usageErrorf("feed: -url: %v", err)
 	}
-	if f.failed != "" {
-		if failed.f, err = os.Create(f.failed); err != nil {
+	if files != nil {
+		if err := files.open(); err != nil {
 			return usageErrorf("feed: -failed: %v", err)
 		}
 	}
@@ -259,11 +262,10 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	res := fd.Run(ctx, in)
 	stopProfile()
-	var closeErr error
-	if failed.f != nil {
-		if closeErr = failed.f.Close(); closeErr != nil {
-			fmt.Fprintf(stderr, "retries feed: -failed: %v\n", closeErr)
-		}
+	filesOK := true
+	if files != nil {
+		failed, unknown, unread := res.Files()
+		filesOK = files.finish(stderr, failed, unknown, unread)
 	}
 	if _, err := stdout.Write(res.Summary()); err != nil {
 		return err
@@ -271,7 +273,7 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err := res.TLSError(); err != nil {
 		return &setupError{msg: fmt.Sprintf("feed: TLS: %v", err)}
 	}
-	if !res.Complete() || closeErr != nil {
+	if !res.Complete() || !filesOK {
 		return errSilent
 	}
 	return nil
@@ -297,11 +299,6 @@ func startCPUProfile(path string) (stop func(), err error) {
 		f.Close()
 	}, nil
 }
-
-// fileWriter writes to f, which is set once the file may be created.
-type fileWriter struct{ f *os.File }
-
-func (w *fileWriter) Write(p []byte) (int, error) { return w.f.Write(p) }
 
 // attemptTimeout is a request's time to its response header: 30 s, or,
 // with a longer -server-timeout, that and a tenth more and a second, so

@@ -33,7 +33,7 @@ const (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	// The first interrupt ends the feed gracefully; a second one, while it
 	// waits for requests in flight or writes the -failed file, ends the
 	// process at once.

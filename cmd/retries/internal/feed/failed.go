@@ -77,6 +77,10 @@ func (f *Feeder) writeRest(res *Result, items <-chan readItem) {
 			res.badInput++
 			res.failed++
 			f.out.printf("retries feed: %v\n", it.err)
+			var stop *inputError
+			if errors.As(it.err, &stop) {
+				res.unread, f.broken = stop.from, stop
+			}
 			return
 		}
 	}

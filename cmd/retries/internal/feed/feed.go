@@ -6,6 +6,7 @@ package feed
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -76,6 +77,15 @@ type Config struct {
 	// not acknowledged, in feed format, one a line: those that failed,
 	// those not sent, and the input not read when the feed stopped early.
 	Failed io.Writer
+	// Unknown, if not nil, receives in place of Failed each operation not
+	// safe to repeat (see retryUnsafe) that failed after a request that
+	// may have been applied: no response (a reset, a timeout, an
+	// interrupt), or a 500, 502 or 504. Feeding it again may apply it
+	// twice, so that is the user's decision. nil: Failed.
+	Unknown io.Writer
+	// Unread, if not nil, receives the input from where broken JSON
+	// stopped the reading on, byte for byte, to be fixed and fed.
+	Unread io.Writer
 
 	// Outer and Inner are the policies around each request, outside in:
 	// DocV1 and Throttle in the command. The feed sets the outer one's
@@ -121,6 +131,9 @@ type Result struct {
 	unsent        []*Operation // dispatched but not sent when interrupted
 	heldBack      int64        // not sent: an earlier operation on the document failed
 	written       int64        // written to Config.Failed
+	unknown       int64        // unsafe operations that failed with their outcome unknown
+	unknownOut    int64        // of those, written to Config.Unknown
+	unreadBytes   int64        // written to Config.Unread
 	writeErr      error        // the first error writing to Config.Failed
 	hasFailedFile bool         // Config.Failed is set
 	outage        error        // the *outageError that ended the feed, or nil
@@ -163,11 +176,14 @@ type Feeder struct {
 	tlsErr                 atomic.Pointer[tlsStop]     // set at the first TLS error
 	stop                   func(cause error)           // ends the feed's reading and sending at once
 	failedOut              *failedWriter               // nil without Config.Failed
+	unknownOut             *failedWriter               // Config.Unknown, or failedOut
+	unknown                atomic.Int64                // unsafe operations failed with their outcome unknown
 	wire                   wireStats
 	out, progressOut       *lockedWriter
 	ok, failed, condFailed atomic.Int64
 	notFound, refusals     atomic.Int64
 	read, badIn            atomic.Int64 // operations read, bad ones included; bad ones
+	broken                 *inputError  // the broken JSON that stopped the reading, or nil; set by the dispatching goroutine
 
 	mu        sync.Mutex
 	busy      map[string][]*Operation // per document id: the operations waiting behind the one in flight
@@ -200,6 +216,10 @@ func New(cfg Config) (*Feeder, error) {
 		busy: map[string][]*Operation{}, failedIDs: map[string]bool{}}
 	if cfg.Failed != nil {
 		f.failedOut = &failedWriter{w: cfg.Failed}
+	}
+	f.unknownOut = f.failedOut
+	if cfg.Unknown != nil {
+		f.unknownOut = &failedWriter{w: cfg.Unknown}
 	}
 	f.params = requestParams(cfg)
 	f.progressOut = f.out
@@ -362,14 +382,48 @@ func (f *Feeder) run(ctx context.Context, src opSource) Result {
 			f.writeRest(&res, items)
 		}
 	}
+	f.writeUnread(&res, src)
+	res.unknown = f.unknown.Load()
 	if f.failedOut != nil {
 		res.hasFailedFile = true
 		res.written, res.writeErr = f.failedOut.result()
+		if f.unknownOut != f.failedOut {
+			var err error
+			res.unknownOut, err = f.unknownOut.result()
+			res.writeErr = cmp.Or(res.writeErr, err)
+		}
 		if res.writeErr != nil {
 			f.out.printf("retries feed: writing the operations not acknowledged: %v; the file is incomplete\n", res.writeErr)
 		}
 	}
+	if line := res.shortfall(); line != "" {
+		f.out.printf("retries feed: not fed: %s\n", line)
+	}
 	return res
+}
+
+// writeUnread writes the input from the broken JSON that stopped the
+// reading on, if any, to Config.Unread, byte for byte.
+func (f *Feeder) writeUnread(res *Result, src opSource) {
+	var syntax *syntaxError
+	if f.cfg.Unread == nil || f.broken == nil || !errors.As(f.broken.err, &syntax) {
+		return
+	}
+	r, ok := src.(interface{ rest() io.Reader })
+	rest := io.Reader(nil)
+	if ok {
+		rest = r.rest()
+	}
+	if rest == nil {
+		f.out.printf("retries feed: the input from %v on cannot be written: its first bytes are not kept\n", f.broken.from)
+		return
+	}
+	n, err := io.Copy(f.cfg.Unread, rest)
+	res.unreadBytes = n
+	if err != nil {
+		res.writeErr = cmp.Or(res.writeErr, err)
+		f.out.printf("retries feed: writing the unread input: %v\n", err)
+	}
 }
 
 // cancelAfterGrace calls cancelSend Config.Grace after ctx ends, unless
@@ -449,6 +503,7 @@ func (f *Feeder) badInput(res *Result, err error) (goOn bool) {
 	case errors.As(err, &stop):
 		f.badIn.Add(1)
 		res.unread = stop.from
+		f.broken = stop
 	default:
 		res.unread = inputPos{}
 	}
@@ -622,12 +677,12 @@ func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
 		e.sent.Add(1)
 		e.ops.Add(1)
 		stay, leave := e.within(ctx, state)
-		ok, moved := f.sendTo(stay, e, op)
+		ok, moved := f.sendTo(stay, e, op, state)
 		leave()
 		e.ops.Add(-1)
 		if !moved || ctx.Err() != nil {
 			if moved { // the operation's own context ended as it moved
-				f.fail(op, context.Cause(ctx))
+				f.fail(op, context.Cause(ctx), state)
 			}
 			return ok
 		}
@@ -636,7 +691,7 @@ func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
 
 // sendTo sends op to e, and reports whether it was acknowledged, or moved
 // away before an answer (and not reported).
-func (f *Feeder) sendTo(ctx context.Context, e *endpoint, op *Operation) (ok, moved bool) {
+func (f *Feeder) sendTo(ctx context.Context, e *endpoint, op *Operation, st *opState) (ok, moved bool) {
 	var body io.Reader
 	gzipped := false
 	if op.body != nil {
@@ -654,7 +709,7 @@ func (f *Feeder) sendTo(ctx context.Context, e *endpoint, op *Operation) (ok, mo
 	}
 	req, err := http.NewRequestWithContext(ctx, op.kind.method(), target, body)
 	if err != nil {
-		f.fail(op, err)
+		f.fail(op, err, st)
 		return false, false
 	}
 	for name, vs := range f.cfg.Header {
@@ -695,7 +750,7 @@ func (f *Feeder) sendTo(ctx context.Context, e *endpoint, op *Operation) (ok, mo
 		if isTLSError(err) {
 			f.stopOnTLS(err)
 		}
-		f.fail(op, err)
+		f.fail(op, err, st)
 		return false, false
 	}
 	if resp.StatusCode/100 == 2 {
@@ -719,7 +774,7 @@ func (f *Feeder) sendTo(ctx context.Context, e *endpoint, op *Operation) (ok, mo
 				msg += "; trace: " + tr
 			}
 		}
-		f.fail(op, fmt.Errorf("%s: %s", resp.Status, msg))
+		f.fail(op, fmt.Errorf("%s: %s", resp.Status, msg), st)
 		return false, false
 	}
 	return f.succeeded(op), false
@@ -740,13 +795,22 @@ func (f *Feeder) succeeded(op *Operation) bool {
 	return true
 }
 
-func (f *Feeder) fail(op *Operation, err error) {
+// fail reports op as failed with err, and writes it to Config.Failed, or,
+// when it is not safe to repeat and one of its requests (st's) may have
+// been applied, to Config.Unknown.
+func (f *Feeder) fail(op *Operation, err error, st *opState) {
 	f.failed.Add(1)
 	f.mu.Lock()
 	f.lastErr = err
 	f.mu.Unlock()
-	f.out.printf("retries feed: failed: %s: %v\n", op.name(), err)
-	f.failedOut.write(op)
+	if !op.safe && st != nil && st.maybeApplied.Load() {
+		f.unknown.Add(1)
+		f.out.printf("retries feed: failed: %s: %v; the outcome is unknown: it may have been applied\n", op.name(), err)
+		f.unknownOut.write(op)
+	} else {
+		f.out.printf("retries feed: failed: %s: %v\n", op.name(), err)
+		f.failedOut.write(op)
+	}
 	if f.cfg.Observer != nil {
 		f.cfg.Observer.Done(op, err)
 	}

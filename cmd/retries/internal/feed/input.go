@@ -346,6 +346,11 @@ func (e *inputError) Error() string {
 
 func (e *inputError) Unwrap() error { return e.err }
 
+// rest returns the input not read, byte for byte, after next returned an
+// *inputError for broken JSON; nil if it is not kept (see
+// objectScanner.rest).
+func (r *opReader) rest() io.Reader { return r.s.rest() }
+
 // opReader streams the operations of a feed, as objectScanner frames them.
 type opReader struct {
 	s *objectScanner

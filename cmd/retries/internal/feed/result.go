@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/seed32e55400/retries"
@@ -65,6 +66,7 @@ func (r Result) format(pretty bool) []byte {
 		{"retries.unsent.count", len(r.unsent)},
 		{"retries.unsent.ids", unsent},
 		{"retries.heldback.count", r.heldBack},
+		{"retries.unknown.count", r.unknown},
 		{"retries.unread.line", r.unread.line},
 		{"retries.unread.offset", r.unread.off},
 		{"retries.conditionnotmet.count", r.condFailed},
@@ -97,6 +99,34 @@ func (r Result) format(pretty bool) []byte {
 	}
 	b.WriteString("}\n")
 	return b.Bytes()
+}
+
+// Files returns what the feed wrote for the user to look at: the
+// operations written to Config.Failed and to Config.Unknown, and the bytes
+// of unread input written to Config.Unread.
+func (r Result) Files() (failed, unknown, unreadBytes int64) {
+	return r.written, r.unknownOut, r.unreadBytes
+}
+
+// shortfall says, on one line, what of the input was not acknowledged, or
+// "" if all of it was.
+func (r Result) shortfall() string {
+	var parts []string
+	add := func(n int64, what string) {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, what))
+		}
+	}
+	failed := r.failed - r.badInput - int64(len(r.unsent)) - r.heldBack - r.unknown
+	add(failed, "failed")
+	add(r.unknown, "failed with an unknown outcome (they may have been applied)")
+	add(r.heldBack, "held back behind a failed one")
+	add(int64(len(r.unsent)), "not sent")
+	add(r.badInput, "malformed (not sent, not written)")
+	if r.unread.line > 0 {
+		parts = append(parts, fmt.Sprintf("the input from %v on not read", r.unread))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func round3(x float64) float64 {

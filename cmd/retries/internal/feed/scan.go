@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 )
@@ -186,6 +187,26 @@ func (s *objectScanner) unread() inputPos {
 		return s.start
 	}
 	return s.here()
+}
+
+// rest returns the input from unread on, byte for byte, after next
+// returned a *syntaxError: the broken value and all after it. It returns
+// nil when the value's first bytes are no longer kept (it was over
+// maxOpBytes).
+func (s *objectScanner) rest() io.Reader {
+	var head []byte
+	switch {
+	case s.inValue && s.tooBig:
+		return nil
+	case s.inValue:
+		head = append(s.val[:len(s.val):len(s.val)], s.win[s.begin:s.end]...)
+	default:
+		head = s.win[s.pos:s.end]
+	}
+	if s.rerr != nil { // the input ended, or cannot be read on
+		return bytes.NewReader(head)
+	}
+	return io.MultiReader(bytes.NewReader(head), s.r)
 }
 
 // frameNext finds the next operation's start in the feed's framing (a

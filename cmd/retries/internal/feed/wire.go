@@ -89,6 +89,10 @@ type opKey struct{}
 // from there (see endpoint.within).
 type opState struct {
 	attempts atomic.Int32
+	// maybeApplied is set when a request may have been applied though the
+	// operation was not acknowledged: it got no response and was not
+	// refused at its dial, or a 500, 502 or 504 came back.
+	maybeApplied atomic.Bool
 	movable  bool // the feed has several endpoints
 
 	mu      sync.Mutex
@@ -192,12 +196,21 @@ func (t wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.s.exceptions.Add(1)
 		d := err.Error()
 		t.s.lastFailure.Store(&d)
+		if st != nil && !isDialError(err) {
+			st.maybeApplied.Store(true)
+		}
 		if op != nil {
 			op.leave()
 		}
 		return nil, err
 	}
 	t.s.response(resp.StatusCode, time.Since(start))
+	switch resp.StatusCode {
+	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusGatewayTimeout:
+		if st != nil {
+			st.maybeApplied.Store(true)
+		}
+	}
 	resp.Body = &countingBody{ReadCloser: resp.Body, n: &t.s.responseBytes, op: op}
 	if resp.StatusCode/100 == 5 {
 		t.s.noteFailure(resp)

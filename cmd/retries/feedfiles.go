@@ -1,0 +1,131 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// outFile is one of the files a feed writes for -failed: it is written as
+// PATH.partial and renamed to PATH only once the feed has ended and the
+// file is complete, so that PATH never exists cut short. A feed killed
+// before its end leaves PATH.partial. A lazy outFile is created at its
+// first write; the others at open.
+type outFile struct {
+	path string
+	lazy bool
+	f    *os.File
+	err  error // the first error creating or writing the file
+}
+
+func (o *outFile) partial() string { return o.path + ".partial" }
+
+// create creates PATH.partial.
+func (o *outFile) create() error {
+	o.f, o.err = os.Create(o.partial())
+	return o.err
+}
+
+func (o *outFile) Write(p []byte) (int, error) {
+	if o.f == nil && o.err == nil {
+		_ = o.create()
+	}
+	if o.err != nil {
+		return 0, o.err
+	}
+	n, err := o.f.Write(p)
+	if err != nil {
+		o.err = err
+	}
+	return n, err
+}
+
+// finish closes the file and, unless creating, writing or closing it
+// failed, renames it to PATH. It reports whether PATH is now there.
+func (o *outFile) finish() (bool, error) {
+	if o.f == nil {
+		return false, o.err
+	}
+	if err := o.f.Close(); err != nil && o.err == nil {
+		o.err = err
+	}
+	if o.err == nil {
+		o.err = os.Rename(o.partial(), o.path)
+	}
+	return o.err == nil, o.err
+}
+
+// feedFiles are the files of -failed F: F for the operations to feed
+// again, F.unknown for those whose outcome is unknown, F.unread for the
+// input that broken JSON left unread.
+type feedFiles struct {
+	failed, unknown, unread outFile
+}
+
+func newFeedFiles(path string) *feedFiles {
+	return &feedFiles{
+		failed:  outFile{path: path},
+		unknown: outFile{path: path + ".unknown", lazy: true},
+		unread:  outFile{path: path + ".unread", lazy: true},
+	}
+}
+
+func (ff *feedFiles) all() []*outFile { return []*outFile{&ff.failed, &ff.unknown, &ff.unread} }
+
+// checkInput returns an error if in, the input, is one of the files or
+// their .partial.
+func (ff *feedFiles) checkInput(in *os.File) error {
+	if in == nil {
+		return nil
+	}
+	b, err := in.Stat()
+	if err != nil {
+		return nil
+	}
+	for _, o := range ff.all() {
+		for _, p := range []string{o.path, o.partial()} {
+			if a, err := os.Stat(p); err == nil && os.SameFile(a, b) {
+				return fmt.Errorf("%s is the input", p)
+			}
+		}
+	}
+	return nil
+}
+
+// open removes what an earlier feed left under the files' names, so that
+// none of it passes for this feed's, and creates F.partial.
+func (ff *feedFiles) open() error {
+	for _, o := range ff.all() {
+		for _, p := range []string{o.path, o.partial()} {
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return ff.failed.create()
+}
+
+// finish finishes each file and says on w what the feed left in them.
+// It reports false if one of them could not be written whole.
+func (ff *feedFiles) finish(w io.Writer, failed, unknown, unreadBytes int64) bool {
+	ok := true
+	for _, o := range ff.all() {
+		done, err := o.finish()
+		switch {
+		case err != nil:
+			ok = false
+			fmt.Fprintf(w, "retries feed: -failed: %v; %s is incomplete\n", err, o.partial())
+		case !done:
+			continue
+		case o == &ff.failed && failed > 0:
+			fmt.Fprintf(w, "retries feed: %s: %d operations not acknowledged, to feed again\n", o.path, failed)
+		case o == &ff.unknown:
+			fmt.Fprintf(w, "retries feed: %s: %d operations whose outcome is unknown: they may have been applied, and feeding them again may apply them twice\n", o.path, unknown)
+		case o == &ff.unread:
+			fmt.Fprintf(w, "retries feed: %s: the %d bytes of input from the broken JSON on, to fix and feed\n", o.path, unreadBytes)
+		}
+	}
+	return ok
+}
