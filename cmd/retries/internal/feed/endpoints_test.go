@@ -201,7 +201,7 @@ func TestFeedEndpointMovesOnlyUnsent(t *testing.T) {
 	cfg.URLs = []string{p.a.URL, p.b.URL}
 	cfg.MaxProbeInterval = 20 * time.Millisecond
 	cfg.Concurrency = 64 // no limiter: the held requests would hold a's permits, and its 503s would wait for them
-	cfg.Budget = nil // a's 503s must not exhaust the budget before its breaker opens
+	cfg.Budget = nil     // a's 503s must not exhaust the budget before its breaker opens
 	cfg.Outer = cfg.Outer.Copy(retries.WithStop(retries.StopAfterAttempt(100)))
 	res, _, _ := runTestFeed(t, context.Background(), cfg, in.String())
 	if !res.Complete() {

@@ -93,7 +93,7 @@ type opState struct {
 	// operation was not acknowledged: it got no response and was not
 	// refused at its dial, or a 500, 502 or 504 came back.
 	maybeApplied atomic.Bool
-	movable  bool // the feed has several endpoints
+	movable      bool // the feed has several endpoints
 
 	mu      sync.Mutex
 	onWire  int                     // requests on the wire now
