@@ -175,6 +175,7 @@ type Feeder struct {
 	outage                 atomic.Pointer[outageError] // set when the outage outlasted Config.MaxOutage
 	tlsErr                 atomic.Pointer[tlsStop]     // set at the first TLS error
 	stop                   func(cause error)           // ends the feed's reading and sending at once
+	runCtx                 context.Context             // ends when the feed is interrupted or stopped: no new request then
 	failedOut              *failedWriter               // nil without Config.Failed
 	unknownOut             *failedWriter               // Config.Unknown, or failedOut
 	unknown                atomic.Int64                // unsafe operations failed with their outcome unknown
@@ -340,6 +341,7 @@ func (f *Feeder) run(ctx context.Context, src opSource) Result {
 	sendCtx, cancelSend := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelSend(nil)
 	f.stop = func(cause error) { stopRun(cause); cancelSend(cause) }
+	f.runCtx = runCtx
 	finished := make(chan struct{})
 	go f.cancelAfterGrace(ctx, finished, cancelSend)
 	var progressDone chan struct{}
@@ -433,6 +435,14 @@ func (f *Feeder) cancelAfterGrace(ctx context.Context, finished <-chan struct{},
 	case <-ctx.Done():
 	case <-finished:
 		return
+	}
+	switch n := f.wire.inFlight.Load(); {
+	case n == 0:
+		f.out.printf("retries feed: interrupted: nothing in flight; stopping\n")
+	case f.cfg.Grace > 0:
+		f.out.printf("retries feed: interrupted: waiting up to %v for the %d requests in flight; interrupt again to quit at once\n", f.cfg.Grace, n)
+	default:
+		f.out.printf("retries feed: interrupted: canceling the %d requests in flight\n", n)
 	}
 	t := time.NewTimer(f.cfg.Grace)
 	defer t.Stop()
@@ -615,16 +625,16 @@ func (f *Feeder) dispatch(ctx, sendCtx context.Context, op *Operation, slots cha
 			case len(q) == 0:
 				delete(f.busy, op.id)
 				op = nil
-			case !ok:
-				for _, later := range q {
-					f.holdBack(later)
+			case ctx.Err() != nil: // interrupted: send nothing more
+				f.unsent = append(f.unsent, q...)
+				for range q {
 					<-slots
 				}
 				delete(f.busy, op.id)
 				op = nil
-			case ctx.Err() != nil: // interrupted: send nothing more
-				f.unsent = append(f.unsent, q...)
-				for range q {
+			case !ok:
+				for _, later := range q {
+					f.holdBack(later)
 					<-slots
 				}
 				delete(f.busy, op.id)
@@ -666,7 +676,11 @@ func (f *Feeder) holdBack(op *Operation) {
 // failure, and reports whether op was acknowledged. When its endpoint
 // fails and moves it away, it goes to another.
 func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
-	ctx, state := withOpState(ctx, len(f.endpoints) > 1)
+	ctx, state, cancel := withOpState(ctx)
+	defer cancel(nil)
+	// An interrupt ends the operation unless a request of it is on the
+	// wire; then as that request leaves it.
+	defer context.AfterFunc(f.runCtx, func() { state.halt(stopCause(f.runCtx)) })()
 	if f.cfg.Timeout > 0 {
 		var release func()
 		ctx, release = f.pause.withTimeout(ctx, f.cfg.Timeout)
@@ -799,6 +813,12 @@ func (f *Feeder) succeeded(op *Operation) bool {
 // when it is not safe to repeat and one of its requests (st's) may have
 // been applied, to Config.Unknown.
 func (f *Feeder) fail(op *Operation, err error, st *opState) {
+	if st != nil && st.attempts.Load() == 0 && errors.Is(err, errInterrupted) {
+		f.mu.Lock()
+		f.unsent = append(f.unsent, op) // reported and written at the end
+		f.mu.Unlock()
+		return
+	}
 	f.failed.Add(1)
 	f.mu.Lock()
 	f.lastErr = err

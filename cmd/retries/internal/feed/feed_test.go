@@ -605,3 +605,45 @@ func TestFeedCompression(t *testing.T) {
 		t.Error("ParseCompression(zstd) = nil error")
 	}
 }
+
+// TestFeedInterruptSendsNothingNew: after an interrupt, the requests on
+// the wire are answered, and nothing else goes out: the operations
+// dispatched but waiting for the limiter are reported as not sent. The
+// interrupt says at once what the feed waits for.
+func TestFeedInterruptSendsNothingNew(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := newSignalWriter("retries feed: interrupted: waiting up to 10s for the 4 requests in flight; interrupt again to quit at once")
+	held := make(chan struct{}, n)
+	srv := feedtest.New(t, func(r *http.Request, _ int) int {
+		held <- struct{}{}
+		select {
+		case <-w.found:
+		case <-r.Context().Done():
+		}
+		return 0
+	})
+	go func() {
+		for range 4 { // the limiter's first limit
+			<-held
+		}
+		cancel()
+	}()
+	cfg := testFeedConfig(srv.URL, w)
+	res, sum, _ := runTestFeed(t, ctx, cfg, puts(n))
+	requests := 0
+	for i := range n {
+		requests += srv.Requests(http.MethodPost, fmt.Sprintf("/document/v1/ns/d/docid/%d", i))
+	}
+	if requests != 4 || res.ok != 4 {
+		t.Errorf("%d requests, %d acknowledged; want the 4 on the wire at the interrupt and no other; stderr:\n%s", requests, res.ok, w)
+	}
+	if sum["retries.unsent.count"] != float64(n-4) || sum["feeder.error.count"] != float64(n-4) {
+		t.Errorf("unsent %v, errors %v; want %d each; stderr:\n%s", sum["retries.unsent.count"], sum["feeder.error.count"], n-4, w)
+	}
+	if strings.Contains(w.String(), "failed:") {
+		t.Errorf("an operation not sent is reported as failed:\n%s", w)
+	}
+}

@@ -364,3 +364,39 @@ func TestTimeoutSkipsPauses(t *testing.T) {
 		}
 	})
 }
+
+// TestFeedInterruptDuringOutage: an interrupt while the feed is paused by
+// an outage ends it at once, without waiting out the grace: nothing is on
+// the wire but probes, which the server answers. What was not
+// acknowledged is reported as not sent or failed, and written.
+func TestFeedInterruptDuringOutage(t *testing.T) {
+	t.Parallel()
+	srv, _ := outageServer(t, "503", 50, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := newSignalWriter("retries feed: paused: ")
+	go func() {
+		<-w.found
+		cancel()
+	}()
+	var failed bytes.Buffer
+	cfg := testFeedConfig(srv.URL, w)
+	cfg.MaxProbeInterval = 20 * time.Millisecond
+	cfg.Grace = time.Hour
+	cfg.Failed = &failed
+	done := make(chan Result)
+	go func() {
+		res, _, _ := runTestFeed(t, ctx, cfg, puts(400))
+		done <- res
+	}()
+	var res Result
+	select {
+	case res = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the interrupted feed waits out its grace; stderr:\n%s", w)
+	}
+	lines := int64(bytes.Count(failed.Bytes(), []byte("\n")))
+	if res.ok+lines != 400 || len(res.unsent) == 0 {
+		t.Errorf("%d acknowledged and %d written (%d not sent), want 400 in all; stderr:\n%s", res.ok, lines, len(res.unsent), w)
+	}
+}

@@ -84,28 +84,44 @@ func (s *wireStats) latency() (lo, avg, hi time.Duration, codes map[int]int64) {
 type opKey struct{}
 
 // opState is what the wire knows of one operation, carried by its
-// context: the requests sent for it, and, with several endpoints, whether
-// one is on the wire, so that a move to another endpoint never takes it
-// from there (see endpoint.within).
+// context: the requests sent for it, and whether one is on the wire, so
+// that neither an interrupt nor a move to another endpoint abandons a
+// request written while it may still be applied (see halt and move).
 type opState struct {
 	attempts atomic.Int32
 	// maybeApplied is set when a request may have been applied though the
 	// operation was not acknowledged: it got no response and was not
 	// refused at its dial, or a 500, 502 or 504 came back.
 	maybeApplied atomic.Bool
-	movable      bool // the feed has several endpoints
 
 	mu      sync.Mutex
 	onWire  int                     // requests on the wire now
+	stopOp  context.CancelCauseFunc // ends the operation's context
+	stopped error                   // a halt asked for while a request was on the wire
 	pending bool                    // a move asked for while a request was on the wire
 	stay    int                     // the current stay's number
 	moveOut context.CancelCauseFunc // ends the current stay on an endpoint with errMoved; nil between stays
 }
 
-// withOpState returns ctx carrying a new *opState for one operation.
-func withOpState(ctx context.Context, movable bool) (context.Context, *opState) {
-	s := &opState{movable: movable}
-	return context.WithValue(ctx, opKey{}, s), s
+// withOpState returns a context for one operation, carrying a new
+// *opState whose halt ends it, and the function that ends it.
+func withOpState(ctx context.Context) (context.Context, *opState, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	s := &opState{stopOp: cancel}
+	return context.WithValue(ctx, opKey{}, s), s, cancel
+}
+
+// halt ends the operation with cause, at once if none of its requests is
+// on the wire, or else as the last one leaves it: no new request goes out,
+// and none on the wire is abandoned.
+func (s *opState) halt(cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.onWire > 0 {
+		s.stopped = cause
+		return
+	}
+	s.stopOp(cause)
 }
 
 // move ends the operation's stay number stay on its endpoint with
@@ -156,6 +172,10 @@ func (s *opState) leave() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.onWire--
+	if s.onWire == 0 && s.stopped != nil {
+		s.stopOp(s.stopped)
+		s.stopped = nil
+	}
 	if s.onWire == 0 && s.pending {
 		s.pending = false
 		if s.moveOut != nil {
@@ -173,13 +193,8 @@ type wireCounter struct {
 
 func (t wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	st, _ := req.Context().Value(opKey{}).(*opState)
-	op := st
-	if op != nil && op.movable {
-		if !op.enter(req.Context()) {
-			return nil, context.Cause(req.Context())
-		}
-	} else {
-		op = nil // nothing to tell it when the request leaves the wire
+	if st != nil && !st.enter(req.Context()) {
+		return nil, context.Cause(req.Context())
 	}
 	t.s.requests.Add(1)
 	if st != nil && st.attempts.Add(1) > 1 {
@@ -199,8 +214,8 @@ func (t wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 		if st != nil && !isDialError(err) {
 			st.maybeApplied.Store(true)
 		}
-		if op != nil {
-			op.leave()
+		if st != nil {
+			st.leave()
 		}
 		return nil, err
 	}
@@ -211,7 +226,7 @@ func (t wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 			st.maybeApplied.Store(true)
 		}
 	}
-	resp.Body = &countingBody{ReadCloser: resp.Body, n: &t.s.responseBytes, op: op}
+	resp.Body = &countingBody{ReadCloser: resp.Body, n: &t.s.responseBytes, op: st}
 	if resp.StatusCode/100 == 5 {
 		t.s.noteFailure(resp)
 	}
