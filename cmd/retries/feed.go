@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,7 +58,7 @@ func readHeaderFile(path string, h *headerFlag) error {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		if err := h.Set(line); err != nil {
+		if err := h.add(line); err != nil {
 			return fmt.Errorf("%s:%d: want 'Name: value'", path, i+1)
 		}
 	}
@@ -79,9 +80,15 @@ func (f *urlsFlag) Set(s string) error {
 	return nil
 }
 
-// headerFlag collects -header 'Name: value' flags. Its String names the
-// headers without their values, which may be secrets.
-type headerFlag struct{ h http.Header }
+// headerFlag collects -header 'Name: value' flags. Neither its String nor
+// its errors hold a value, which may be a secret: Set keeps the first
+// error, without the flag's text, for check to return once the flags are
+// parsed (the flag package would quote the text in its own message).
+type headerFlag struct {
+	h   http.Header
+	n   int   // -header flags seen
+	err error // the first bad one's
+}
 
 func (f *headerFlag) String() string {
 	if f == nil || len(f.h) == 0 {
@@ -95,6 +102,19 @@ func (f *headerFlag) String() string {
 }
 
 func (f *headerFlag) Set(s string) error {
+	f.n++
+	if err := f.add(s); err != nil && f.err == nil {
+		f.err = fmt.Errorf("-header (the %s): %v", ordinal(f.n), err)
+	}
+	return nil
+}
+
+// check returns the first -header flag's error, or nil.
+func (f *headerFlag) check() error { return f.err }
+
+// add adds the header s, 'Name: value'. Its errors name the header at
+// most, never the value.
+func (f *headerFlag) add(s string) error {
 	name, value, ok := strings.Cut(s, ":")
 	name, value = strings.TrimSpace(name), strings.TrimSpace(value)
 	if !ok || name == "" || strings.ContainsAny(name, " \t\r\n") {
@@ -108,6 +128,21 @@ func (f *headerFlag) Set(s string) error {
 	}
 	f.h.Add(name, value)
 	return nil
+}
+
+// ordinal returns "1st", "2nd", "3rd", "4th" and so on.
+func ordinal(n int) string {
+	suffix := "th"
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+	case n%10 == 1:
+		suffix = "st"
+	case n%10 == 2:
+		suffix = "nd"
+	case n%10 == 3:
+		suffix = "rd"
+	}
+	return strconv.Itoa(n) + suffix
 }
 
 // feedOuter is the outer layer of a feed: DocV1, but waiting U(0, 0.2 s)
@@ -176,6 +211,9 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
+	}
+	if err := f.header.check(); err != nil {
+		return usageErrorf("feed: %v", err)
 	}
 	switch {
 	case len(f.urls) == 0:

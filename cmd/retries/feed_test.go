@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -202,6 +203,18 @@ func TestFeedHeadersSentNeverPrinted(t *testing.T) {
 	}
 }
 
+// TestFeedBadHeaderHidesValue: a mistyped -header is refused without its
+// text, which holds a secret.
+func TestFeedBadHeaderHidesValue(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"Authorization Bearer s3cret", "Authorization: Bearer s3cret\nX: y"} {
+		code, _, stderr := runCmd(t, "feed", "-q", "-url", "http://127.0.0.1:1", "-header", "X-Ok: 1", "-header", bad, "-")
+		if code != exitUsage || strings.Contains(stderr, "s3cret") || !strings.Contains(stderr, "-header (the 2nd)") {
+			t.Errorf("-header %q: exit %d, stderr:\n%s\nwant exit 2 naming the 2nd -header, without its value", bad, code, stderr)
+		}
+	}
+}
+
 func TestHeaderFlagStringHidesValues(t *testing.T) {
 	t.Parallel()
 	var h headerFlag
@@ -211,8 +224,9 @@ func TestHeaderFlagStringHidesValues(t *testing.T) {
 	if s := h.String(); strings.Contains(s, "xyz") || s != "Authorization" {
 		t.Errorf("String() = %q, want the name only", s)
 	}
-	if err := h.Set("X: a\nb"); err == nil || strings.Contains(err.Error(), "a\nb") {
-		t.Errorf("Set with a line break = %v, want an error without the value", err)
+	_ = h.Set("X: a\nb")
+	if err := h.check(); err == nil || strings.Contains(err.Error(), "a\nb") {
+		t.Errorf("Set with a line break, then check = %v, want an error without the value", err)
 	}
 }
 
@@ -385,5 +399,39 @@ func TestFeedSeveralURLs(t *testing.T) {
 	}
 	if h := b.Headers(); len(h) == 0 || h[0].Get("Authorization") == "" {
 		t.Errorf("b got no basic authorization from its URL")
+	}
+}
+
+// TestFeedEchoedSecretRedacted: a server that quotes the request's
+// headers in an HTML error page, over several lines: each failure is
+// reported on one line, its white space collapsed, without the header
+// values the feed sent.
+func TestFeedEchoedSecretRedacted(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, "<html>\r\n<head><title>400 Bad Request</title></head>\r\n<body>\n  <pre>Authorization: %s\n  X-Token: %s</pre>\n</body>\n</html>\n",
+			r.Header.Get("Authorization"), r.Header.Get("X-Token"))
+	}))
+	defer srv.Close()
+	input := writeFile(t, `{"put":"id:a:b::1","fields":{}}`+"\n"+`{"put":"id:a:b::2","fields":{}}`+"\n")
+	code, _, stderr := runCmd(t, "feed", "-q", "-url", srv.URL, "-header", "Authorization: Bearer s3cr3t-t0ken",
+		"-header", "X-Token: t0k3n-value", input)
+	if code != exitFail {
+		t.Errorf("exit status = %d, want %d", code, exitFail)
+	}
+	if strings.Contains(stderr, "s3cr3t") || strings.Contains(stderr, "t0k3n") {
+		t.Errorf("a header's value was printed:\n%s", stderr)
+	}
+	var failures []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.Contains(l, "failed: line") {
+			failures = append(failures, l)
+		}
+	}
+	want := "<html> <head><title>400 Bad Request</title></head> <body> <pre>Authorization: [redacted] X-Token: [redacted]</pre> </body> </html>"
+	if len(failures) != 2 || !strings.HasSuffix(failures[0], want) {
+		t.Errorf("failure lines %q, want two, each ending in %q; stderr:\n%s", failures, want, stderr)
 	}
 }

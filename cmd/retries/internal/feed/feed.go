@@ -15,6 +15,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -223,6 +224,7 @@ func New(cfg Config) (*Feeder, error) {
 		f.unknownOut = &failedWriter{w: cfg.Unknown}
 	}
 	f.params = requestParams(cfg)
+	f.wire.secrets = redactor(cfg.Header)
 	f.progressOut = f.out
 	if cfg.ProgressOut != nil {
 		f.progressOut = &lockedWriter{w: cfg.ProgressOut}
@@ -782,9 +784,9 @@ func (f *Feeder) sendTo(ctx context.Context, e *endpoint, op *Operation, st *opS
 	case resp.StatusCode == http.StatusNotFound && op.kind == Remove:
 		f.notFound.Add(1) // an answer: there was nothing to remove
 	default:
-		msg := message(data)
+		msg := message(data, f.wire.secrets)
 		if f.cfg.TraceLevel > 0 {
-			if tr := trace(data); tr != "" {
+			if tr := trace(data, f.wire.secrets); tr != "" {
 				msg += "; trace: " + tr
 			}
 		}
@@ -837,27 +839,60 @@ func (f *Feeder) fail(op *Operation, err error, st *opState) {
 }
 
 // message returns the "message" of a document/v1 error body, or the body
-// itself, cut short.
-func message(body []byte) string {
+// itself, on one line (its runs of white space made one space), with the
+// header values the feed sends redacted by secrets, cut short.
+func message(body []byte, secrets *strings.Replacer) string {
 	var v struct {
 		Message string `json:"message"`
 	}
-	s := strings.TrimSpace(string(body))
+	s := string(body)
 	if json.Unmarshal(body, &v) == nil && v.Message != "" {
 		s = v.Message
 	}
+	s = strings.Join(strings.Fields(secrets.Replace(s)), " ")
 	if s == "" {
 		return "(empty body)"
 	}
 	return cut(s, maxMessage)
 }
 
+// redactor returns a Replacer of the values of h, and of each of their
+// words of at least minSecret bytes (the token of "Bearer TOKEN"), with
+// "[redacted]", longest first: a server may quote a header it was sent
+// in an error body, and a report quotes error bodies.
+func redactor(h http.Header) *strings.Replacer {
+	var secrets []string
+	for _, vs := range h {
+		for _, v := range vs {
+			secrets = append(secrets, v)
+			for _, w := range strings.Fields(v) {
+				if len(w) >= minSecret && w != v {
+					secrets = append(secrets, w)
+				}
+			}
+		}
+	}
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	var pairs []string
+	for _, v := range slices.Compact(secrets) {
+		if len(v) >= minSecret {
+			pairs = append(pairs, v, "[redacted]")
+		}
+	}
+	return strings.NewReplacer(pairs...)
+}
+
+// minSecret is the length from which a header value, or a word of one, is
+// redacted where a report quotes a response: shorter ones ("1", "gzip")
+// would blank out ordinary words.
+const minSecret = 6
+
 // maxTrace bounds the part of a trace quoted in a report.
 const maxTrace = 2000
 
 // trace returns the "trace" of a document/v1 response body as JSON, cut
 // short, or "".
-func trace(body []byte) string {
+func trace(body []byte, secrets *strings.Replacer) string {
 	var v struct {
 		Trace json.RawMessage `json:"trace"`
 	}
@@ -868,7 +903,7 @@ func trace(body []byte) string {
 	if json.Compact(&b, v.Trace) != nil {
 		return ""
 	}
-	return cut(b.String(), maxTrace)
+	return cut(secrets.Replace(b.String()), maxTrace)
 }
 
 // requestParams encodes the document/v1 request parameters of cfg, as

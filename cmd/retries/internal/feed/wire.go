@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,7 @@ type wireStats struct {
 	unavailable              atomic.Int64 // 503 responses
 
 	lastFailure atomic.Pointer[string] // the last 5xx or error, described
+	secrets     *strings.Replacer      // redacts the header values sent, in a quoted body
 
 	mu                 sync.Mutex
 	codes              map[int]int64
@@ -239,7 +241,7 @@ func (s *wireStats) noteFailure(resp *http.Response) {
 	head, err := io.ReadAll(io.LimitReader(resp.Body, maxFailureBody))
 	d := resp.Status
 	if len(head) > 0 {
-		d += ": " + message(head)
+		d += ": " + message(head, s.secrets)
 	}
 	s.lastFailure.Store(&d)
 	rest := io.Reader(resp.Body)
