@@ -37,6 +37,9 @@ const (
 	// feedGrace is how long an interrupted feed waits for the operations in
 	// flight before it cancels them.
 	feedGrace = 5 * time.Second
+	// feedFirstResponse ends a feed none of whose requests had a response
+	// this long after its start: a wrong host or port.
+	feedFirstResponse = 30 * time.Second
 	// Retries on the outer (DocV1) layer may number at most 10 % of the
 	// operations plus 5 a second (50 in any 10 s), so that an outage costs
 	// at most about 1.1 requests per document beyond the first 50 retries.
@@ -270,7 +273,7 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	cfg := feed.Config{
 		URL: f.urls[0], Header: f.header.h, TLS: tlsCfg, Concurrency: f.concurrency, Connections: f.connections, HTTP2: f.http2,
-		Timeout: f.timeout, AttemptTimeout: attemptTimeout(f.serverTimeout), Grace: f.grace, MaxOutage: f.maxOutage,
+		Timeout: f.timeout, AttemptTimeout: attemptTimeout(f.serverTimeout), Grace: f.grace, FirstResponse: feedFirstResponse, MaxOutage: f.maxOutage,
 		Route: f.route, TraceLevel: f.trace, ServerTimeout: f.serverTimeout, DryRun: f.dryRun, Compression: compression,
 		Outer: feedOuter, Inner: feedInner,
 		Budget:   retries.NewBudget(feedBudgetRatio, feedBudgetPerSecond),
@@ -310,6 +313,9 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	if err := res.TLSError(); err != nil {
 		return &setupError{msg: fmt.Sprintf("feed: TLS: %v", err)}
+	}
+	if err := res.SetupError(); err != nil {
+		return &setupError{msg: fmt.Sprintf("feed: %v", err)}
 	}
 	if !res.Complete() || !filesOK {
 		return errSilent

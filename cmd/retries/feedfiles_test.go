@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -234,5 +236,64 @@ func TestFeedUnknownOutcome(t *testing.T) {
 	}
 	if !strings.Contains(out, `"retries.unknown.count": 1,`) {
 		t.Errorf("summary:\n%s", out)
+	}
+}
+
+// TestFeedStopsOnSetupRefusal: a refusal of the client itself that
+// answers the first operations, and would answer every other, stops the
+// feed early with exit 2; what was not acknowledged is in F. A refusal
+// after a success does not stop it.
+func TestFeedStopsOnSetupRefusal(t *testing.T) {
+	t.Parallel()
+	tlsPage := "<html>\r\n<head><title>400 No required SSL certificate was sent</title></head>\r\n<body>\r\n<center><h1>400 Bad Request</h1></center>\r\n</body>\r\n</html>\r\n"
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+		after  int // answer this many first, with 200
+		want   int
+		stderr string
+	}{
+		{"401", http.StatusUnauthorized, "", 0, exitUsage, "stopping: the first 20 operations were all refused with 401 Unauthorized"},
+		{"403", http.StatusForbidden, "", 0, exitUsage, "refused with 403 Forbidden"},
+		{"404_puts", http.StatusNotFound, "", 0, exitUsage, "refused with 404 Not Found"},
+		{"400_tls", http.StatusBadRequest, tlsPage, 0, exitUsage, "refused with 400 Bad Request (<html> <head><title>400 No required SSL certificate was sent</title></head>"},
+		{"400_document", http.StatusBadRequest, `{"message":"bad field"}`, 0, exitFail, ""},
+		{"401_after_success", http.StatusUnauthorized, "", 1, exitFail, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var requests atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if requests.Add(1) <= int64(tc.after) {
+					fmt.Fprint(w, "{}")
+					return
+				}
+				w.WriteHeader(tc.status)
+				fmt.Fprint(w, tc.body)
+			}))
+			defer srv.Close()
+			var in strings.Builder
+			for i := range 300 {
+				fmt.Fprintf(&in, `{"put":"id:a:b::%d","fields":{}}`+"\n", i)
+			}
+			failed := filepath.Join(t.TempDir(), "failed.jsonl")
+			code, out, stderr := runCmd(t, "feed", "-q", "-url", srv.URL, "-failed", failed, writeFile(t, in.String()))
+			if code != tc.want {
+				t.Errorf("exit status %d, want %d; stderr:\n%.2000s", code, tc.want, stderr)
+			}
+			if !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("stderr does not say %q:\n%.2000s", tc.stderr, stderr)
+			}
+			data, _ := os.ReadFile(failed)
+			var sum map[string]any
+			_ = json.Unmarshal([]byte(out), &sum)
+			if lines := bytes.Count(data, []byte("\n")); float64(lines)+sum["feeder.ok.count"].(float64) != 300 {
+				t.Errorf("%d in F and %v acknowledged, want 300 in all", lines, sum["feeder.ok.count"])
+			}
+			if tc.want == exitUsage && requests.Load() > 100 {
+				t.Errorf("%d requests before the feed stopped, want at most 100", requests.Load())
+			}
+		})
 	}
 }

@@ -72,6 +72,10 @@ type Config struct {
 	// MaxOutage ends the feed when it has been paused by an outage for
 	// this long; 0: no limit. The feed pauses while its breaker is open.
 	MaxOutage time.Duration
+	// FirstResponse ends the feed, as a setup error, when no request has
+	// had a response this long after the start (a wrong host or port);
+	// 0: no limit.
+	FirstResponse time.Duration
 	// MaxProbeInterval is the breaker's (see retries.BreakerConfig).
 	MaxProbeInterval time.Duration
 	// Failed, if not nil, receives every operation of the input that was
@@ -139,6 +143,7 @@ type Result struct {
 	hasFailedFile bool         // Config.Failed is set
 	outage        error        // the *outageError that ended the feed, or nil
 	tlsErr        error        // the TLS error that ended the feed, or nil
+	setupErr      error        // the *setupStop that ended the feed, or nil
 	endpoints     any          // each endpoint's counts, limiter and breaker, when there are several
 	pauses        int64        // the times the feed paused
 	paused        time.Duration
@@ -161,6 +166,12 @@ type Result struct {
 // refused either way, a server that does not speak TLS), or nil.
 func (r Result) TLSError() error { return r.tlsErr }
 
+// SetupError returns why the feed stopped for a wrong setup, or nil: the
+// same refusal of the client (401, 403, a 404 to puts, a TLS layer's
+// 400) answered its first operations, or no request had a response within
+// Config.FirstResponse.
+func (r Result) SetupError() error { return r.setupErr }
+
 // Complete reports whether every operation of the input was read, sent and
 // acknowledged.
 func (r Result) Complete() bool { return r.failed == 0 && r.unread.line == 0 }
@@ -175,6 +186,9 @@ type Feeder struct {
 	pause                  pause
 	outage                 atomic.Pointer[outageError] // set when the outage outlasted Config.MaxOutage
 	tlsErr                 atomic.Pointer[tlsStop]     // set at the first TLS error
+	setupErr               atomic.Pointer[setupStop]   // set when a wrong setup stops the feed
+	stopRun                func(cause error)           // ends the feed's reading and its new requests
+	acked                  atomic.Bool                 // an operation was acknowledged
 	stop                   func(cause error)           // ends the feed's reading and sending at once
 	runCtx                 context.Context             // ends when the feed is interrupted or stopped: no new request then
 	failedOut              *failedWriter               // nil without Config.Failed
@@ -193,6 +207,8 @@ type Feeder struct {
 	unsent    []*Operation
 	heldBack  int64
 	lastErr   error
+	refusal   string // the refusal of the client that answered the last operations, from the start; "" for another answer
+	refused   int    // how many in a row
 }
 
 // New returns a Feeder for cfg, or an error if an endpoint is not an http
@@ -343,7 +359,8 @@ func (f *Feeder) run(ctx context.Context, src opSource) Result {
 	sendCtx, cancelSend := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelSend(nil)
 	f.stop = func(cause error) { stopRun(cause); cancelSend(cause) }
-	f.runCtx = runCtx
+	f.runCtx, f.stopRun = runCtx, stopRun
+	defer f.watchFirstResponse()()
 	finished := make(chan struct{})
 	go f.cancelAfterGrace(ctx, finished, cancelSend)
 	var progressDone chan struct{}
@@ -376,9 +393,12 @@ func (f *Feeder) run(ctx context.Context, src opSource) Result {
 	if err := f.tlsErr.Load(); err != nil {
 		res.tlsErr = err.err
 	}
+	if err := f.setupErr.Load(); err != nil {
+		res.setupErr = err
+	}
 	if !eof {
 		why := "interrupted"
-		if res.outage != nil || res.tlsErr != nil {
+		if res.outage != nil || res.tlsErr != nil || res.setupErr != nil {
 			why = "stopped"
 		}
 		f.out.printf("retries feed: %s: the input from %v on was not read\n", why, res.unread)
@@ -791,6 +811,7 @@ func (f *Feeder) sendTo(ctx context.Context, e *endpoint, op *Operation, st *opS
 			}
 		}
 		f.fail(op, fmt.Errorf("%s: %s", resp.Status, msg), st)
+		f.noteRefusal(op, resp.StatusCode, msg, data)
 		return false, false
 	}
 	return f.succeeded(op), false
@@ -805,6 +826,9 @@ var (
 // succeeded counts op as acknowledged, and reports true.
 func (f *Feeder) succeeded(op *Operation) bool {
 	f.ok.Add(1)
+	if !f.acked.Load() {
+		f.acked.Store(true)
+	}
 	if f.cfg.Observer != nil {
 		f.cfg.Observer.Done(op, nil)
 	}
@@ -815,7 +839,7 @@ func (f *Feeder) succeeded(op *Operation) bool {
 // when it is not safe to repeat and one of its requests (st's) may have
 // been applied, to Config.Unknown.
 func (f *Feeder) fail(op *Operation, err error, st *opState) {
-	if st != nil && st.attempts.Load() == 0 && errors.Is(err, errInterrupted) {
+	if st != nil && st.attempts.Load() == 0 && f.runCtx.Err() != nil && errors.Is(err, stopCause(f.runCtx)) {
 		f.mu.Lock()
 		f.unsent = append(f.unsent, op) // reported and written at the end
 		f.mu.Unlock()

@@ -1,0 +1,47 @@
+package feed
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestFeedNoResponseStops: a URL whose port refuses connections, where
+// the breaker alone would wait out MaxOutage, ends the feed once no
+// request has had a response for FirstResponse; every operation is
+// written to Failed.
+func TestFeedNoResponseStops(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close()
+	var failed bytes.Buffer
+	cfg := testFeedConfig(url, nil)
+	cfg.MaxOutage = time.Hour
+	cfg.FirstResponse = 100 * time.Millisecond
+	cfg.Failed = &failed
+	done := make(chan struct{})
+	var res Result
+	var stderr string
+	go func() {
+		defer close(done)
+		res, _, stderr = runTestFeed(t, context.Background(), cfg, puts(50))
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the feed waits out MaxOutage")
+	}
+	if res.SetupError() == nil || !strings.Contains(stderr, "retries feed: stopping: no request got a response in 100ms (") {
+		t.Errorf("setup error %v; stderr:\n%s", res.SetupError(), stderr)
+	}
+	if n := bytes.Count(failed.Bytes(), []byte("\n")); n != 50 {
+		t.Errorf("%d operations written, want 50", n)
+	}
+}
