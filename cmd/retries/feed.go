@@ -185,7 +185,7 @@ type feedFlags struct {
 func addFeedFlags(fs *flag.FlagSet, f *feedFlags) {
 	fs.Var(&f.urls, "url", "the document/v1 `URL`, such as http://localhost:8080 (required); repeat it for several endpoints, each operation going to the least loaded")
 	intVar(fs, &f.concurrency, "concurrency", 0, 0, maxFeedConcurrency, "`N` requests in flight, fixed; 0: the adaptive limiter decides")
-	intVar(fs, &f.connections, "connections", 0, 0, maxFeedConnections, "`N` connections per host; 0: as many as needed")
+	intVar(fs, &f.connections, "connections", 0, 0, maxFeedConnections, "`N` connections per endpoint: N over HTTP/2, at most N over HTTP/1.1; 0: 8 over HTTP/2 (as vespa feed), as many as needed over HTTP/1.1")
 	fs.BoolVar(&f.http2, "http2", false, "HTTP/2 without TLS on http URLs (prior knowledge)")
 	fs.DurationVar(&f.timeout, "timeout", feedTimeout, "time limit of each operation, its retries included, not counting the time paused by an outage; 0: none")
 	fs.DurationVar(&f.grace, "grace", feedGrace, "after an interrupt, how long to wait for the requests in flight before canceling them; 0: cancel at once")

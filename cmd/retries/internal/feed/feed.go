@@ -45,8 +45,11 @@ type Config struct {
 	Header      http.Header // sent with every request; never printed
 	Concurrency int         // > 0: fixed, without a limiter; 0: the adaptive limiter
 	MaxInFlight int         // the limiter's cap; 0: DefaultMaxInFlight
-	Connections int         // per host; 0: no limit
-	HTTP2       bool        // HTTP/2 without TLS on http URLs (prior knowledge)
+	// Connections is the number of connections per endpoint: exactly
+	// that many over HTTP/2, at most that many over HTTP/1.1; 0:
+	// DefaultConnections over HTTP/2, as many as needed over HTTP/1.1.
+	Connections int
+	HTTP2       bool // HTTP/2 without TLS on http URLs (prior knowledge)
 	// TLS configures https connections (a client certificate, the CAs to
 	// trust); nil: Go's defaults. HTTP/2 is offered by ALPN either way.
 	TLS *tls.Config
@@ -181,7 +184,7 @@ type Feeder struct {
 	cfg                    Config
 	endpoints              []*endpoint
 	params                 string // the request parameters of every operation, encoded; "" if none
-	transport              *http.Transport
+	transport              *connPool
 	openEndpoints          atomic.Int64 // endpoints whose breaker is open or half-open
 	pause                  pause
 	outage                 atomic.Pointer[outageError] // set when the outage outlasted Config.MaxOutage
@@ -245,7 +248,7 @@ func New(cfg Config) (*Feeder, error) {
 	if cfg.ProgressOut != nil {
 		f.progressOut = &lockedWriter{w: cfg.ProgressOut}
 	}
-	f.transport = newHTTPTransport(cfg, f.slots())
+	f.transport = newConnPool(cfg, f.slots())
 	for _, raw := range urls {
 		f.endpoints = append(f.endpoints, f.newEndpoint(raw))
 	}
@@ -303,27 +306,6 @@ func (f *Feeder) newEndpoint(raw string) *endpoint {
 	}
 	e.safeOps, e.unsafeOps = client(retrySafe), client(retryUnsafe)
 	return e
-}
-
-// newHTTPTransport returns the connections' transport: at most
-// cfg.Connections per host, and idle connections kept for slots requests.
-func newHTTPTransport(cfg Config, slots int) *http.Transport {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxConnsPerHost = cfg.Connections
-	tr.MaxIdleConnsPerHost = max(cfg.Connections, slots)
-	tr.MaxIdleConns = tr.MaxIdleConnsPerHost
-	if cfg.TLS != nil {
-		tr.TLSClientConfig = cfg.TLS.Clone()
-	}
-	if cfg.HTTP2 {
-		// Prior knowledge on http URLs, as Vespa's feed client does;
-		// ALPN on https.
-		var p http.Protocols
-		p.SetHTTP2(true)
-		p.SetUnencryptedHTTP2(true)
-		tr.Protocols = &p
-	}
-	return tr
 }
 
 // slots is the number of operations dispatched at once, in flight or

@@ -647,3 +647,35 @@ func TestFeedInterruptSendsNothingNew(t *testing.T) {
 		t.Errorf("an operation not sent is reported as failed:\n%s", w)
 	}
 }
+
+// TestFeedConnections: over HTTP/2 the feed opens Connections connections
+// per endpoint (DefaultConnections when 0) and spreads its requests over
+// them; over HTTP/1.1, Connections caps them.
+func TestFeedConnections(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		http2       bool
+		connections int
+		want        int
+		atMost      bool
+	}{
+		{"h2_default", true, 0, DefaultConnections, false},
+		{"h2_3", true, 3, 3, false},
+		{"h1_2", false, 2, 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := feedtest.NewH2C(t)
+			cfg := testFeedConfig(s.URL, nil)
+			cfg.HTTP2, cfg.Connections = tc.http2, tc.connections
+			res, _, stderr := runTestFeed(t, context.Background(), cfg, puts(200))
+			if res.ok != 200 {
+				t.Fatalf("ok = %d, want 200; stderr:\n%s", res.ok, stderr)
+			}
+			if got := s.Conns(); got != tc.want && !(tc.atMost && got < tc.want) {
+				t.Errorf("%d connections, want %d", got, tc.want)
+			}
+		})
+	}
+}

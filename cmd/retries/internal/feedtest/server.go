@@ -34,6 +34,7 @@ type Server struct {
 	applied []string       // "METHOD path?query body" in the order applied
 	headers []http.Header
 	protos  []int
+	conns   map[string]bool // the remote addresses of the requests
 }
 
 // New starts a Server with fault, which may be nil (every request
@@ -81,6 +82,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.seen[key]++
 	s.headers = append(s.headers, r.Header.Clone())
 	s.protos = append(s.protos, r.ProtoMajor)
+	if s.conns == nil {
+		s.conns = map[string]bool{}
+	}
+	s.conns[r.RemoteAddr] = true
 	s.mu.Unlock()
 	code := 0
 	if s.fault != nil {
@@ -125,6 +130,13 @@ func (s *Server) Headers() []http.Header {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.headers)
+}
+
+// Conns returns the number of connections that requests came on.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
 }
 
 // Protos returns the major HTTP version of every request, in order.
