@@ -192,6 +192,7 @@ type Feeder struct {
 	setupErr               atomic.Pointer[setupStop]   // set when a wrong setup stops the feed
 	stopRun                func(cause error)           // ends the feed's reading and its new requests
 	acked                  atomic.Bool                 // an operation was acknowledged
+	live                   liveOps                     // the operations being sent
 	stop                   func(cause error)           // ends the feed's reading and sending at once
 	runCtx                 context.Context             // ends when the feed is interrupted or stopped: no new request then
 	failedOut              *failedWriter               // nil without Config.Failed
@@ -342,6 +343,7 @@ func (f *Feeder) run(ctx context.Context, src opSource) Result {
 	defer cancelSend(nil)
 	f.stop = func(cause error) { stopRun(cause); cancelSend(cause) }
 	f.runCtx, f.stopRun = runCtx, stopRun
+	context.AfterFunc(runCtx, func() { f.live.halt(stopCause(runCtx)) })
 	defer f.watchFirstResponse()()
 	finished := make(chan struct{})
 	go f.cancelAfterGrace(ctx, finished, cancelSend)
@@ -684,11 +686,10 @@ func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
 	defer cancel(nil)
 	// An interrupt ends the operation unless a request of it is on the
 	// wire; then as that request leaves it.
-	defer context.AfterFunc(f.runCtx, func() { state.halt(stopCause(f.runCtx)) })()
+	f.live.add(state)
+	defer f.live.remove(state)
 	if f.cfg.Timeout > 0 {
-		var release func()
-		ctx, release = f.pause.withTimeout(ctx, f.cfg.Timeout)
-		defer release()
+		defer f.pause.withTimeout(cancel, f.cfg.Timeout)()
 	}
 	for {
 		e := f.route()

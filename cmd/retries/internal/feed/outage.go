@@ -152,19 +152,17 @@ type opTimer struct {
 	done    atomic.Bool
 }
 
-// withTimeout returns a context for one operation that ends after timeout
-// of time not paused, and the function that releases it.
-func (p *pause) withTimeout(ctx context.Context, timeout time.Duration) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(ctx)
+// withTimeout ends an operation's context, with cancel, after timeout of
+// time not paused, and returns the function that stops the timer.
+func (p *pause) withTimeout(cancel context.CancelCauseFunc, timeout time.Duration) func() {
 	now := time.Now()
 	p.mu.Lock()
 	o := &opTimer{p: p, timeout: timeout, start: now, base: p.clock(now), cancel: cancel}
 	o.t = time.AfterFunc(timeout, o.expire) // expire waits for p.mu: o.t is set first
 	p.mu.Unlock()
-	return ctx, func() {
+	return func() {
 		o.done.Store(true)
 		o.t.Stop()
-		cancel(nil)
 	}
 }
 

@@ -311,6 +311,11 @@ func TestTimeoutSkipsPauses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var p pause
 		start := time.Now()
+		withTimeout := func(d time.Duration) (context.Context, func()) {
+			ctx, cancel := context.WithCancelCause(t.Context())
+			stop := p.withTimeout(cancel, d)
+			return ctx, func() { stop(); cancel(nil) }
+		}
 		ended := func(ctx context.Context) time.Duration {
 			<-ctx.Done()
 			if c := context.Cause(ctx); c != errTimeout {
@@ -319,14 +324,14 @@ func TestTimeoutSkipsPauses(t *testing.T) {
 			return time.Since(start)
 		}
 		// No pause: 1 s.
-		ctx, release := p.withTimeout(t.Context(), time.Second)
+		ctx, release := withTimeout(time.Second)
 		if d := ended(ctx); d != time.Second {
 			t.Errorf("ended after %v, want 1s", d)
 		}
 		release()
 		// Paused from 0.5 s to 3 s, while the timer runs out: 3.5 s.
 		start = time.Now()
-		ctx, release = p.withTimeout(t.Context(), time.Second)
+		ctx, release = withTimeout(time.Second)
 		time.AfterFunc(500*time.Millisecond, func() { p.begin(time.Now(), 0, nil) })
 		time.AfterFunc(3*time.Second, func() { p.end(time.Now()) })
 		if d := ended(ctx); d != 3500*time.Millisecond {
@@ -335,7 +340,7 @@ func TestTimeoutSkipsPauses(t *testing.T) {
 		release()
 		// Paused from 0.2 s to 0.4 s, before the timer runs out: 1.2 s.
 		start = time.Now()
-		ctx, release = p.withTimeout(t.Context(), time.Second)
+		ctx, release = withTimeout(time.Second)
 		time.AfterFunc(200*time.Millisecond, func() { p.begin(time.Now(), 0, nil) })
 		time.AfterFunc(400*time.Millisecond, func() { p.end(time.Now()) })
 		if d := ended(ctx); d != 1200*time.Millisecond {
@@ -347,7 +352,7 @@ func TestTimeoutSkipsPauses(t *testing.T) {
 		start = time.Now()
 		p.begin(time.Now(), 0, nil)
 		time.Sleep(1500 * time.Millisecond)
-		ctx, release = p.withTimeout(t.Context(), time.Second)
+		ctx, release = withTimeout(time.Second)
 		time.AfterFunc(500*time.Millisecond, func() { p.end(time.Now()) })
 		if d := ended(ctx); d != 3*time.Second {
 			t.Errorf("ended %v after the pause began, want 3s", d)
@@ -357,7 +362,7 @@ func TestTimeoutSkipsPauses(t *testing.T) {
 			t.Errorf("stats() = %d, %v, %v; want 3 pauses, 4.7s, not on", n, paused, on)
 		}
 		// A released operation never ends by its timer.
-		ctx, release = p.withTimeout(t.Context(), time.Second)
+		ctx, release = withTimeout(time.Second)
 		release()
 		if context.Cause(ctx) != context.Canceled {
 			t.Errorf("cause after release = %v, want context.Canceled", context.Cause(ctx))

@@ -113,6 +113,43 @@ func withOpState(ctx context.Context) (context.Context, *opState, context.Cancel
 	return context.WithValue(ctx, opKey{}, s), s, cancel
 }
 
+// liveOps are the operations being sent, so that a stop halts each.
+type liveOps struct {
+	mu      sync.Mutex
+	ops     map[*opState]struct{}
+	stopped error // the cause of the stop; operations added after it halt at once
+}
+
+func (l *liveOps) add(s *opState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped != nil {
+		s.halt(l.stopped)
+		return
+	}
+	if l.ops == nil {
+		l.ops = map[*opState]struct{}{}
+	}
+	l.ops[s] = struct{}{}
+}
+
+func (l *liveOps) remove(s *opState) {
+	l.mu.Lock()
+	delete(l.ops, s)
+	l.mu.Unlock()
+}
+
+// halt halts every operation being sent, and those added later, with
+// cause.
+func (l *liveOps) halt(cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stopped = cause
+	for s := range l.ops {
+		s.halt(cause)
+	}
+}
+
 // halt ends the operation with cause, at once if none of its requests is
 // on the wire, or else as the last one leaves it: no new request goes out,
 // and none on the wire is abandoned.
