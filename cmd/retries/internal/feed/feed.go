@@ -45,6 +45,10 @@ type Config struct {
 	Header      http.Header // sent with every request; never printed
 	Concurrency int         // > 0: fixed, without a limiter; 0: the adaptive limiter
 	MaxInFlight int         // the limiter's cap; 0: DefaultMaxInFlight
+	// MaxDispatchBytes bounds the size of the operations dispatched at
+	// once, their text and body (one larger operation goes alone); 0:
+	// DefaultMaxDispatchBytes.
+	MaxDispatchBytes int
 	// Connections is the number of connections per endpoint: exactly
 	// that many over HTTP/2, at most that many over HTTP/1.1; 0:
 	// DefaultConnections over HTTP/2, as many as needed over HTTP/1.1.
@@ -465,7 +469,7 @@ func (f *Feeder) cancelAfterGrace(ctx context.Context, finished <-chan struct{},
 // the input was read to its end or to an error that stops it, and, when it
 // was not, res.unread says from where.
 func (f *Feeder) dispatchAll(ctx, sendCtx context.Context, items <-chan readItem, wg *sync.WaitGroup) (res Result, eof bool) {
-	slots := make(chan struct{}, f.slots())
+	slots := &window{n: f.slots(), max: cmp.Or(f.cfg.MaxDispatchBytes, DefaultMaxDispatchBytes)}
 	res.unread = inputPos{line: 1} // where the input not yet taken starts
 	for {
 		if f.pause.wait(ctx) != nil {
@@ -487,9 +491,7 @@ func (f *Feeder) dispatchAll(ctx, sendCtx context.Context, items <-chan readItem
 			return res, true
 		}
 		f.read.Add(1)
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
+		if slots.take(ctx, it.op) != nil {
 			f.mu.Lock()
 			f.unsent = append(f.unsent, it.op)
 			f.mu.Unlock()
@@ -603,12 +605,12 @@ func readOps(src opSource, items chan<- readItem, stop <-chan struct{}) {
 // dispatch starts op, or queues it behind the operation in flight for the
 // same document, so that operations on one document are applied in input
 // order and a retry never overtakes a later operation.
-func (f *Feeder) dispatch(ctx, sendCtx context.Context, op *Operation, slots chan struct{}, wg *sync.WaitGroup) {
+func (f *Feeder) dispatch(ctx, sendCtx context.Context, op *Operation, slots *window, wg *sync.WaitGroup) {
 	f.mu.Lock()
 	if f.failedIDs[op.id] {
 		f.holdBack(op)
 		f.mu.Unlock()
-		<-slots
+		slots.give(op)
 		return
 	}
 	if q, ok := f.busy[op.id]; ok {
@@ -621,7 +623,7 @@ func (f *Feeder) dispatch(ctx, sendCtx context.Context, op *Operation, slots cha
 	wg.Go(func() {
 		for op != nil {
 			ok := f.send(sendCtx, op)
-			<-slots
+			slots.give(op)
 			f.mu.Lock()
 			q := f.busy[op.id]
 			if !ok { // the later operations must not overtake it
@@ -633,15 +635,15 @@ func (f *Feeder) dispatch(ctx, sendCtx context.Context, op *Operation, slots cha
 				op = nil
 			case ctx.Err() != nil: // interrupted: send nothing more
 				f.unsent = append(f.unsent, q...)
-				for range q {
-					<-slots
+				for _, later := range q {
+					slots.give(later)
 				}
 				delete(f.busy, op.id)
 				op = nil
 			case !ok:
 				for _, later := range q {
 					f.holdBack(later)
-					<-slots
+					slots.give(later)
 				}
 				delete(f.busy, op.id)
 				op = nil

@@ -1,0 +1,61 @@
+package feed
+
+import (
+	"context"
+	"sync"
+)
+
+// DefaultMaxDispatchBytes bounds the operations dispatched at once by
+// their size (their text and body), when Config.MaxDispatchBytes is 0.
+const DefaultMaxDispatchBytes = 64 << 20
+
+// window bounds what a feed has dispatched at once: at most n operations,
+// and at most max bytes of them, though one larger operation alone may
+// go. Only the dispatching goroutine takes from it.
+type window struct {
+	n, max int
+
+	mu    sync.Mutex
+	ops   int
+	bytes int
+	freed chan struct{} // closed at the next give; nil if nobody waits
+}
+
+// size is what op holds in memory while it is dispatched.
+func (op *Operation) size() int { return len(op.text) + len(op.body) }
+
+// take waits until op fits in the window, or ctx ends.
+func (w *window) take(ctx context.Context, op *Operation) error {
+	size := op.size()
+	for {
+		w.mu.Lock()
+		if w.ops < w.n && (w.ops == 0 || w.bytes+size <= w.max) {
+			w.ops++
+			w.bytes += size
+			w.mu.Unlock()
+			return nil
+		}
+		if w.freed == nil {
+			w.freed = make(chan struct{})
+		}
+		freed := w.freed
+		w.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// give returns op's place in the window.
+func (w *window) give(op *Operation) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ops--
+	w.bytes -= op.size()
+	if w.freed != nil {
+		close(w.freed)
+		w.freed = nil
+	}
+}
