@@ -169,6 +169,7 @@ type feedFlags struct {
 	http2, quiet             bool
 	progress                 time.Duration
 	progressJSON             bool
+	progressFile             string
 	timeout, maxOutage       time.Duration
 	grace                    time.Duration
 	failed, headerFile       string
@@ -194,6 +195,7 @@ func addFeedFlags(fs *flag.FlagSet, f *feedFlags) {
 	fs.BoolVar(&f.quiet, "q", false, "no progress lines (as -progress 0)")
 	fs.DurationVar(&f.progress, "progress", time.Second, "time between progress reports on stderr; 0: none")
 	fs.BoolVar(&f.progressJSON, "progress-json", false, "write each progress report as one JSON line with the summary's keys so far")
+	fs.StringVar(&f.progressFile, "progress-file", "", "write the progress reports to `FILE` instead of stderr (with -progress-json, a file of JSON lines only)")
 	fs.Var(&f.header, "header", "`Name: value` sent with every request (repeatable); never printed")
 	fs.StringVar(&f.headerFile, "header-file", "", "read headers from `FILE`, one 'Name: value' a line, so that tokens stay out of the process list; never printed")
 	fs.StringVar(&f.route, "route", "", "the document/v1 route `R` of every operation; empty: the server's default")
@@ -288,6 +290,10 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if files != nil {
 		cfg.Failed, cfg.Unknown, cfg.Unread = &files.failed, &files.unknown, &files.unread
 	}
+	var progress fileWriter // created once the flags are known to be good
+	if f.progressFile != "" {
+		cfg.ProgressOut = &progress
+	}
 	fd, err := feed.New(cfg)
 	if err != nil {
 		return usageErrorf("feed: -url: %v", err)
@@ -296,6 +302,12 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		if err := files.open(); err != nil {
 			return usageErrorf("feed: -failed: %v", err)
 		}
+	}
+	if f.progressFile != "" {
+		if progress.f, err = os.Create(f.progressFile); err != nil {
+			return usageErrorf("feed: -progress-file: %v", err)
+		}
+		defer progress.f.Close()
 	}
 	stopProfile, err := startCPUProfile(os.Getenv("RETRIES_CPUPROFILE"))
 	if err != nil {
@@ -317,11 +329,27 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err := res.SetupError(); err != nil {
 		return &setupError{msg: fmt.Sprintf("feed: %v", err)}
 	}
-	if !res.Complete() || !filesOK {
-		return errSilent
+	switch {
+	case res.Complete() && filesOK:
+		return nil
+	case res.OutageExceeded():
+		return silentExit(exitOutage)
+	case ctx.Err() != nil:
+		return silentExit(exitInterrupted)
 	}
-	return nil
+	return errSilent
 }
+
+// fileWriter writes to f, which is set once the file may be created.
+type fileWriter struct{ f *os.File }
+
+func (w *fileWriter) Write(p []byte) (int, error) { return w.f.Write(p) }
+
+// silentExit makes the command exit with its status without a message of
+// its own: the feed has said why already.
+type silentExit int
+
+func (e silentExit) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 // startCPUProfile writes a CPU profile of the feed to the file named path
 // (the RETRIES_CPUPROFILE environment variable), for go tool pprof, until

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -242,8 +241,8 @@ func TestFeedInterruptWhileReading(t *testing.T) {
 	go fmt.Fprintln(pw, `{"put":"id:a:b::1","fields":{}}`)
 	var out, errOut bytes.Buffer
 	err := runFeed(ctx, []string{"-url", srv.URL, "-q", "-"}, pr, &out, &errOut)
-	if !errors.Is(err, errSilent) {
-		t.Errorf("runFeed() = %v, want errSilent (exit 1)", err)
+	if err != silentExit(exitInterrupted) {
+		t.Errorf("runFeed() = %v, want exit status %d (interrupted)", err, exitInterrupted)
 	}
 	if !strings.Contains(errOut.String(), "the input from line 2 on was not read") {
 		t.Errorf("stderr does not name the unread input:\n%s", &errOut)

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/seed32e55400/retries/cmd/retries/internal/feedtest"
 )
@@ -129,8 +130,8 @@ func TestFeedFailedFileOnlyWhenComplete(t *testing.T) {
 				}
 				return
 			}
-			if exit.ExitCode() != exitFail {
-				t.Errorf("after SIGHUP, exit status %d, want %d; stderr:\n%s", exit.ExitCode(), exitFail, stderr)
+			if exit.ExitCode() != exitInterrupted {
+				t.Errorf("after SIGHUP, exit status %d, want %d; stderr:\n%s", exit.ExitCode(), exitInterrupted, stderr)
 			}
 			data, err := os.ReadFile(failed)
 			if err != nil {
@@ -295,5 +296,56 @@ func TestFeedStopsOnSetupRefusal(t *testing.T) {
 				t.Errorf("%d requests before the feed stopped, want at most 100", requests.Load())
 			}
 		})
+	}
+}
+
+// TestFeedExitOutage: a feed ended by an outage longer than -max-outage
+// exits 4, apart from one whose operations failed (1).
+func TestFeedExitOutage(t *testing.T) {
+	t.Parallel()
+	srv := feedtest.New(t, func(*http.Request, int) int { return http.StatusServiceUnavailable })
+	var in strings.Builder
+	for i := range 50 {
+		fmt.Fprintf(&in, `{"put":"id:a:b::%d","fields":{}}`+"\n", i)
+	}
+	code, out, stderr := runCmd(t, "feed", "-q", "-max-outage", "200ms", "-url", srv.URL, writeFile(t, in.String()))
+	if code != exitOutage || !strings.Contains(out, `"retries.maxoutage.exceeded": true`) {
+		t.Errorf("exit status %d, want %d; stderr:\n%.1500s", code, exitOutage, stderr)
+	}
+}
+
+// TestFeedProgressFile: -progress-file takes the progress reports off
+// stderr; with -progress-json it holds JSON lines only.
+func TestFeedProgressFile(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	srv := feedtest.New(t, func(r *http.Request, _ int) int {
+		if strings.HasSuffix(r.URL.Path, "/bad") {
+			return http.StatusBadRequest
+		}
+		<-release
+		return 0
+	})
+	progress := filepath.Join(t.TempDir(), "progress.jsonl")
+	go func() {
+		for { // until a report is written
+			if data, _ := os.ReadFile(progress); len(data) > 0 {
+				close(release)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	in := writeFile(t, `{"put":"id:a:b::bad","fields":{}}`+"\n"+`{"put":"id:a:b::1","fields":{}}`+"\n")
+	code, _, stderr := runCmd(t, "feed", "-progress", "5ms", "-progress-json", "-progress-file", progress, "-url", srv.URL, in)
+	if code != exitFail || !strings.Contains(stderr, "failed: line 1") || strings.Contains(stderr, "feeder.") {
+		t.Errorf("exit status %d, stderr:\n%s\nwant exit 1, the failure, and no progress report", code, stderr)
+	}
+	data, _ := os.ReadFile(progress)
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Errorf("-progress-file line %q: %v", line, err)
+		}
 	}
 }

@@ -29,7 +29,10 @@ import (
 const (
 	exitOK    = 0
 	exitFail  = 1 // the command ran and failed (a lost document, an unwritable file)
-	exitUsage = 2 // bad input
+	exitUsage = 2 // bad input, or a setup that every request would meet (a refused certificate or token, a wrong -url)
+	// The feed command's own: it ended before its input did.
+	exitInterrupted = 3 // by a signal
+	exitOutage      = 4 // by an outage longer than -max-outage
 )
 
 func main() {
@@ -84,12 +87,15 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		ue *usageError
 		se *setupError
 		hr *helpRequest
+		sx silentExit
 	)
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.Is(err, errSilent): // reported already
 		return exitFail
+	case errors.As(err, &sx):
+		return int(sx)
 	case errors.As(err, &hr):
 		fmt.Fprint(stdout, hr.text)
 		return exitOK

@@ -173,6 +173,10 @@ type Result struct {
 // refused either way, a server that does not speak TLS), or nil.
 func (r Result) TLSError() error { return r.tlsErr }
 
+// OutageExceeded reports whether an outage outlasted Config.MaxOutage and
+// ended the feed.
+func (r Result) OutageExceeded() bool { return r.outage != nil }
+
 // SetupError returns why the feed stopped for a wrong setup, or nil: the
 // same refusal of the client (401, 403, a 404 to puts, a TLS layer's
 // 400) answered its first operations, or no request had a response within
