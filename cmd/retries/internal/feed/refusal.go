@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -74,16 +75,35 @@ func (f *Feeder) stopSetup(msg string) {
 }
 
 // watchFirstResponse stops the feed if no request has had a response
-// within Config.FirstResponse: a wrong host or port, or a server that
-// never answers. It returns the function that stops the watch.
-func (f *Feeder) watchFirstResponse() func() bool {
+// Config.FirstResponse after the first went out: a wrong host or port, or
+// a server that never answers. (A feed waiting for its input sends
+// nothing, and is not stopped.) It returns the function that ends the
+// watch.
+func (f *Feeder) watchFirstResponse() func() {
 	if f.cfg.FirstResponse <= 0 {
-		return func() bool { return false }
+		return func() {}
 	}
-	t := time.AfterFunc(f.cfg.FirstResponse, func() {
-		if f.wire.responses.Load() == 0 {
-			f.stopSetup(fmt.Sprintf("no request got a response in %v (%s): check -url", f.cfg.FirstResponse, f.wire.failure()))
+	var mu sync.Mutex
+	var t *time.Timer
+	ended := false
+	f.wire.onFirst = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if ended {
+			return
 		}
-	})
-	return t.Stop
+		t = time.AfterFunc(f.cfg.FirstResponse, func() {
+			if f.wire.responses.Load() == 0 {
+				f.stopSetup(fmt.Sprintf("no request got a response in %v (%s): check -url", f.cfg.FirstResponse, f.wire.failure()))
+			}
+		})
+	}
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		ended = true
+		if t != nil {
+			t.Stop()
+		}
+	}
 }

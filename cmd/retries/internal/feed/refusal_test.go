@@ -3,10 +3,15 @@ package feed
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/seed32e55400/retries/cmd/retries/internal/feedtest"
 )
 
 // TestFeedNoResponseStops: a URL whose port refuses connections, where
@@ -44,4 +49,31 @@ func TestFeedNoResponseStops(t *testing.T) {
 	if n := bytes.Count(failed.Bytes(), []byte("\n")); n != 50 {
 		t.Errorf("%d operations written, want 50", n)
 	}
+}
+
+// TestFeedQuietInputNotStopped: a feed whose input is quiet for longer
+// than FirstResponse sends nothing meanwhile, and is not stopped for it.
+// The quiet passes in synctest's time; the request goes to a real server.
+func TestFeedQuietInputNotStopped(t *testing.T) {
+	t.Parallel()
+	srv := feedtest.New(t, nil)
+	synctest.Test(t, func(t *testing.T) {
+		pr, pw := io.Pipe()
+		go func() {
+			time.Sleep(time.Minute) // the input is quiet for a minute
+			fmt.Fprintln(pw, `{"put":"id:a:b::1","fields":{}}`)
+			pw.Close()
+		}()
+		cfg := testFeedConfig(srv.URL, nil)
+		cfg.FirstResponse = 30 * time.Second
+		f, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := f.Run(context.Background(), pr)
+		if !res.Complete() || res.SetupError() != nil {
+			t.Errorf("complete %v, setup error %v; want the quiet input fed", res.Complete(), res.SetupError())
+		}
+		f.transport.CloseIdleConnections()
+	})
 }

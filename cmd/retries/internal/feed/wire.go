@@ -32,6 +32,7 @@ type wireStats struct {
 
 	lastFailure atomic.Pointer[string] // the last 5xx or error, described
 	secrets     *strings.Replacer      // redacts the header values sent, in a quoted body
+	onFirst     func()                 // if not nil, called as the first request goes out
 
 	mu                 sync.Mutex
 	codes              map[int]int64
@@ -235,7 +236,9 @@ func (t wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	if st != nil && !st.enter(req.Context()) {
 		return nil, context.Cause(req.Context())
 	}
-	t.s.requests.Add(1)
+	if t.s.requests.Add(1) == 1 && t.s.onFirst != nil {
+		t.s.onFirst()
+	}
 	if st != nil && st.attempts.Add(1) > 1 {
 		t.s.retries.Add(1)
 	}
