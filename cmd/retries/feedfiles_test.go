@@ -46,9 +46,8 @@ func startProcess(t *testing.T, stderr *syncBuffer, args ...string) *exec.Cmd {
 // syncBuffer is a bytes.Buffer safe for a process's output and a test's
 // reads at once.
 type syncBuffer struct {
-	mu atomic.Pointer[bytes.Buffer]
-	b  bytes.Buffer
-	l  chan struct{}
+	b bytes.Buffer
+	l chan struct{} // a lock: holds one token while b is used
 }
 
 func newSyncBuffer() *syncBuffer { return &syncBuffer{l: make(chan struct{}, 1)} }
