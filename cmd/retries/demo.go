@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seed32e55400/retries"
+	"github.com/seed32e55400/retries/feed"
 )
 
 // Demo defaults. With them a run takes about 5 s. Throttle absorbs every
@@ -133,7 +134,7 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 		rate:        f.rate,
 		concurrency: f.concurrency,
 		faults:      randomFaults(f.faultRate, f.resetRate),
-		outer:       feedOuter,
+		outer:       feed.DefaultOuter,
 		inner:       retries.Throttle,
 		progress:    time.Second,
 	}

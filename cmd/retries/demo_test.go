@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/seed32e55400/retries"
-	"github.com/seed32e55400/retries/cmd/retries/internal/feed"
+	"github.com/seed32e55400/retries/feed"
 )
 
 // noWaits returns the demo's policies without their waits, so that tests

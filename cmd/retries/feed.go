@@ -13,11 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/seed32e55400/retries"
-	"github.com/seed32e55400/retries/cmd/retries/internal/feed"
+	"github.com/seed32e55400/retries/feed"
 )
 
-// The feed command's choices; the engine is package feed.
+// The feed command's bounds; its defaults are package feed's.
 const (
 	// maxFeedConcurrency bounds -concurrency, maxFeedConnections
 	// -connections.
@@ -25,27 +24,6 @@ const (
 	maxFeedConnections = 4096
 	// maxFeedTrace bounds -trace: Vespa's trace levels go up to 9.
 	maxFeedTrace = 9
-	// feedTimeout bounds one operation, its waits and retries included,
-	// but not the time the feed is paused by an outage.
-	feedTimeout = 2 * time.Minute
-	// feedMaxOutage is how long a feed waits out an outage: a pause this
-	// long ends it. A restart or redeploy of a content cluster takes
-	// minutes; an outage past this one calls for a person.
-	feedMaxOutage = 5 * time.Minute
-	// feedAttemptTimeout bounds one request until its response header.
-	feedAttemptTimeout = 30 * time.Second
-	// feedGrace is how long an interrupted feed waits for the operations in
-	// flight before it cancels them.
-	feedGrace = 5 * time.Second
-	// feedFirstResponse ends a feed none of whose requests had a response
-	// this long after its start: a wrong host or port.
-	feedFirstResponse = 30 * time.Second
-	// Retries on the outer (DocV1) layer may number at most 10 % of the
-	// operations plus 5 a second (50 in any 10 s), so that an outage costs
-	// at most about 1.1 requests per document beyond the first 50 retries.
-	// 429s, retried by the inner layer, are paced by the limiter instead.
-	feedBudgetRatio     = 0.1
-	feedBudgetPerSecond = 5
 )
 
 // readHeaderFile adds the headers of the file at path to h: one
@@ -148,20 +126,6 @@ func ordinal(n int) string {
 	return strconv.Itoa(n) + suffix
 }
 
-// feedOuter is the outer layer of a feed: DocV1, but waiting U(0, 0.2 s)
-// then U(0, 0.4 s) instead of 1 s then 2 s. The retry budget bounds what
-// retries cost a struggling server, and the limiter paces the load, so a
-// 503 or a reset on one of the last documents need not hold up the end of
-// a feed for seconds. retries.DocV1 itself keeps pyvespa's numbers.
-var feedOuter = retries.DocV1.Copy(retries.WithWait(retries.WaitRandomExponential(
-	retries.Exponential{Multiplier: 200 * time.Millisecond, Max: 2 * time.Second})))
-
-// feedInner is the inner layer of a feed: Throttle, waiting what a
-// Retry-After header asks for (at most 10 s, as the limiter holds back)
-// when there is one. With the limiter, which paces these retries itself,
-// the wait is skipped.
-var feedInner = retries.Throttle.Copy(retries.WithWait(retries.WaitRetryAfter(retries.Throttle.Wait(), 10*time.Second)))
-
 // feedFlags are the flags of the feed command.
 type feedFlags struct {
 	urls                     urlsFlag
@@ -188,9 +152,9 @@ func addFeedFlags(fs *flag.FlagSet, f *feedFlags) {
 	intVar(fs, &f.concurrency, "concurrency", 0, 0, maxFeedConcurrency, "`N` requests in flight, fixed; 0: the adaptive limiter decides")
 	intVar(fs, &f.connections, "connections", 0, 0, maxFeedConnections, "`N` connections per endpoint: N over HTTP/2, at most N over HTTP/1.1; 0: 8 over HTTP/2 (as vespa feed), as many as needed over HTTP/1.1")
 	fs.BoolVar(&f.http2, "http2", false, "HTTP/2 without TLS on http URLs (prior knowledge)")
-	fs.DurationVar(&f.timeout, "timeout", feedTimeout, "time limit of each operation, its retries included, not counting the time paused by an outage; 0: none")
-	fs.DurationVar(&f.grace, "grace", feedGrace, "after an interrupt, how long to wait for the requests in flight before canceling them; 0: cancel at once")
-	fs.DurationVar(&f.maxOutage, "max-outage", feedMaxOutage, "end the feed when the server has been out for this long; 0: wait for ever")
+	fs.DurationVar(&f.timeout, "timeout", 2*time.Minute, "time limit of each operation, its retries included, not counting the time paused by an outage; 0: none")
+	fs.DurationVar(&f.grace, "grace", 5*time.Second, "after an interrupt, how long to wait for the requests in flight before canceling them; 0: cancel at once")
+	fs.DurationVar(&f.maxOutage, "max-outage", 5*time.Minute, "end the feed when the server has been out for this long; 0: wait for ever")
 	fs.StringVar(&f.failed, "failed", "", "write every operation not acknowledged to `FILE`, in feed format: the failed, the unsent and the unread rest")
 	fs.BoolVar(&f.quiet, "q", false, "no progress lines (as -progress 0)")
 	fs.DurationVar(&f.progress, "progress", time.Second, "time between progress reports on stderr; 0: none")
@@ -275,10 +239,8 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	cfg := feed.Config{
 		URL: f.urls[0], Header: f.header.h, TLS: tlsCfg, Concurrency: f.concurrency, Connections: f.connections, HTTP2: f.http2,
-		Timeout: f.timeout, AttemptTimeout: attemptTimeout(f.serverTimeout), Grace: f.grace, FirstResponse: feedFirstResponse, MaxOutage: f.maxOutage,
+		Timeout: orNone(f.timeout), Grace: orNone(f.grace), MaxOutage: orNone(f.maxOutage),
 		Route: f.route, TraceLevel: f.trace, ServerTimeout: f.serverTimeout, DryRun: f.dryRun, Compression: compression,
-		Outer: feedOuter, Inner: feedInner,
-		Budget:   retries.NewBudget(feedBudgetRatio, feedBudgetPerSecond),
 		Progress: f.progress, ProgressJSON: f.progressJSON, Log: stderr,
 	}
 	if f.quiet {
@@ -313,7 +275,8 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return usageErrorf("feed: RETRIES_CPUPROFILE: %v", err)
 	}
-	res := fd.Run(ctx, in)
+	_ = fd.Feed(ctx, feed.Read(in), nil) // the report says what the error would
+	res := fd.Report()
 	stopProfile()
 	filesOK := true
 	if files != nil {
@@ -372,11 +335,13 @@ func startCPUProfile(path string) (stop func(), err error) {
 	}, nil
 }
 
-// attemptTimeout is a request's time to its response header: 30 s, or,
-// with a longer -server-timeout, that and a tenth more and a second, so
-// that the server's own timeout answers first.
-func attemptTimeout(server time.Duration) time.Duration {
-	return max(feedAttemptTimeout, server+server/10+time.Second)
+// orNone is a flag's duration for package feed, where 0 means the default
+// and a negative duration none: the flag's 0 means none.
+func orNone(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // errSilent makes the command exit 1 without a message of its own: the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"iter"
 	"math"
 	"net"
 	"net/http"
@@ -12,47 +13,37 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seed32e55400/retries"
-	"github.com/seed32e55400/retries/cmd/retries/internal/feed"
+	"github.com/seed32e55400/retries/feed"
 )
 
-// demoInput is the demo's feed: puts of documents 0 to n−1, as JSON lines
-// read through the feed's own reader.
-type demoInput struct {
-	i, n int
-	buf  []byte
-}
-
-func (d *demoInput) Read(p []byte) (int, error) {
-	for len(d.buf) == 0 {
-		if d.i >= d.n {
-			return 0, io.EOF
+// demoOps yields the demo's feed: puts of documents 0 to n−1.
+func demoOps(n int) iter.Seq2[feed.Operation, error] {
+	return func(yield func(feed.Operation, error) bool) {
+		for i := range n {
+			id := strconv.Itoa(i)
+			if !yield(feed.Operation{Kind: feed.Put, ID: "id:demo:doc::" + id, Fields: docFields(id)}, nil) {
+				return
+			}
 		}
-		id := strconv.Itoa(d.i)
-		d.i++
-		d.buf = append(append(append(append(d.buf[:0], `{"put":"id:demo:doc::`...), id...), `","fields":`...), docFields(id)...)
-		d.buf = append(d.buf, "}\n"...)
 	}
-	n := copy(p, d.buf)
-	d.buf = d.buf[n:]
-	return n, nil
 }
 
-// demoObserver collects the documents the feed gave up on.
-type demoObserver struct {
+// demoGivenUp collects the documents the feed gave up on: it is the
+// Feed's done.
+type demoGivenUp struct {
 	mu      sync.Mutex
-	givenUp []string
+	ids     []string
 	lastErr error
 }
 
-func (o *demoObserver) Done(op *feed.Operation, err error) {
+func (g *demoGivenUp) done(op feed.Operation, _ feed.Result, err error) {
 	if err == nil {
 		return
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.givenUp = append(o.givenUp, strings.TrimPrefix(op.ID(), "id:demo:doc::"))
-	o.lastErr = err
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.ids = append(g.ids, strings.TrimPrefix(op.ID, "id:demo:doc::"))
+	g.lastErr = err
 }
 
 // demoLine is the demo's progress line for a feed of docs documents.
@@ -88,15 +79,12 @@ func feedDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, e
 	if cfg.fixed {
 		fixed = cfg.concurrency
 	}
-	var obs demoObserver
+	var givenUp demoGivenUp
 	fcfg := feed.Config{
-		URL:            "http://" + ln.Addr().String(),
-		MaxInFlight:    cfg.concurrency,
-		Concurrency:    fixed,
-		AttemptTimeout: 30 * time.Second,
-		Outer:          cfg.outer, Inner: cfg.inner,
-		Budget:   retries.NewBudget(feedBudgetRatio, feedBudgetPerSecond),
-		Observer: &obs,
+		URL:         "http://" + ln.Addr().String(),
+		MaxInFlight: cfg.concurrency,
+		Concurrency: fixed,
+		Outer:       cfg.outer, Inner: cfg.inner,
 	}
 	if cfg.progress > 0 && out != nil {
 		fcfg.ProgressOut, fcfg.Progress, fcfg.Terminal = out, cfg.progress, cfg.terminal
@@ -107,8 +95,9 @@ func feedDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, e
 		return demoResult{}, err
 	}
 	start := time.Now()
-	fr := f.Run(ctx, &demoInput{n: cfg.docs})
-	res := demoResult{docs: cfg.docs, elapsed: time.Since(start), burst: burst, givenUp: obs.givenUp, lastErr: obs.lastErr}
+	_ = f.Feed(ctx, demoOps(cfg.docs), givenUp.done) // the counts say what the error would
+	fr := f.Report()
+	res := demoResult{docs: cfg.docs, elapsed: time.Since(start), burst: burst, givenUp: givenUp.ids, lastErr: givenUp.lastErr}
 
 	c := fr.Counts()
 	res.limiter, res.budget = fr.Limiter, fr.Budget

@@ -18,7 +18,8 @@ import (
 	"time"
 
 	"github.com/seed32e55400/retries"
-	"github.com/seed32e55400/retries/cmd/retries/internal/feedtest"
+	"github.com/seed32e55400/retries/feed"
+	"github.com/seed32e55400/retries/feed/feedtest"
 )
 
 func writeFile(t *testing.T, content string) string {
@@ -299,7 +300,7 @@ func TestFeedInnerHonoursRetryAfter(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			start := time.Now()
 			calls := 0
-			err := feedInner.Do(t.Context(), func(context.Context) error {
+			err := feed.DefaultInner.Do(t.Context(), func(context.Context) error {
 				if calls++; calls == 1 {
 					return &retries.StatusError{StatusCode: 429, Header: http.Header{"Retry-After": {tc.header}}}
 				}
@@ -314,15 +315,6 @@ func TestFeedInnerHonoursRetryAfter(t *testing.T) {
 
 // TestAttemptTimeout: a request waits 30 s for its response header, or
 // longer than a longer -server-timeout, so that the server answers first.
-func TestAttemptTimeout(t *testing.T) {
-	for server, want := range map[time.Duration]time.Duration{
-		0: 30 * time.Second, 5 * time.Second: 30 * time.Second, time.Minute: 67 * time.Second,
-	} {
-		if got := attemptTimeout(server); got != want {
-			t.Errorf("attemptTimeout(%v) = %v, want %v", server, got, want)
-		}
-	}
-}
 
 // TestFeedProgressFlags: -progress-json writes JSON progress lines on
 // stderr, and -q silences them whatever -progress says.

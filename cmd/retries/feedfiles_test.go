@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed32e55400/retries/cmd/retries/internal/feedtest"
+	"github.com/seed32e55400/retries/feed/feedtest"
 )
 
 // TestMain runs the command itself, as the process, when the test binary

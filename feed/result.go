@@ -14,13 +14,13 @@ import (
 // Summary returns the feed's summary as JSON, with the keys of Vespa's
 // `vespa feed` first and this command's own under "retries.", one key a
 // line.
-func (r Result) Summary() []byte { return r.format(true) }
+func (r Report) Summary() []byte { return r.format(true) }
 
 // summaryLine returns the summary on one line, ending in a newline.
-func (r Result) summaryLine() []byte { return r.format(false) }
+func (r Report) summaryLine() []byte { return r.format(false) }
 
 // format writes the summary's keys in order, one a line when pretty.
-func (r Result) format(pretty bool) []byte {
+func (r Report) format(pretty bool) []byte {
 	secs := r.elapsed.Seconds()
 	per := func(n int64) float64 {
 		if secs <= 0 {
@@ -104,13 +104,13 @@ func (r Result) format(pretty bool) []byte {
 // Files returns what the feed wrote for the user to look at: the
 // operations written to Config.Failed and to Config.Unknown, and the bytes
 // of unread input written to Config.Unread.
-func (r Result) Files() (failed, unknown, unreadBytes int64) {
+func (r Report) Files() (failed, unknown, unreadBytes int64) {
 	return r.written, r.unknownOut, r.unreadBytes
 }
 
 // shortfall says, on one line, what of the input was not acknowledged, or
 // "" if all of it was.
-func (r Result) shortfall() string {
+func (r Report) shortfall() string {
 	var parts []string
 	add := func(n int64, what string) {
 		if n > 0 {
@@ -161,7 +161,7 @@ func budgetJSON(b *retries.Budget, refusals int64) any {
 
 // breakerJSON is the breaker's final state and what the outages cost:
 // how often the feed paused, and for how long.
-func (r Result) breakerJSON() any {
+func (r Report) breakerJSON() any {
 	if r.Breaker == nil {
 		return nil
 	}
@@ -174,7 +174,7 @@ func (r Result) breakerJSON() any {
 
 // writtenJSON is the count of operations written to Config.Failed, or nil
 // without it.
-func (r Result) writtenJSON() any {
+func (r Report) writtenJSON() any {
 	if !r.hasFailedFile {
 		return nil
 	}

@@ -12,7 +12,7 @@ import (
 // Config.Failed, one a line in feed format, so that feeding that file
 // finishes the job. Operations on one document are written in input
 // order: a failed one is written when it fails, before any later one on
-// its document, which is held back (see Feeder.holdBack). A nil
+// its document, which is held back (see Client.holdBack). A nil
 // *failedWriter writes nothing.
 type failedWriter struct {
 	mu  sync.Mutex
@@ -23,7 +23,7 @@ type failedWriter struct {
 }
 
 // write writes op as the input had it, on one line.
-func (w *failedWriter) write(op *Operation) {
+func (w *failedWriter) write(op *operation) {
 	if w == nil {
 		return
 	}
@@ -58,14 +58,18 @@ func (w *failedWriter) result() (int64, error) {
 // cannot be parsed is reported and counted, not written; an input error
 // ends the reading, and res.unread then stays where the unfed input
 // starts.
-func (f *Feeder) writeRest(res *Result, items <-chan readItem) {
+func (f *Client) writeRest(res *Report, items <-chan readItem) {
 	f.out.printf("retries feed: writing the input not fed to the -failed file\n")
 	for it := range items {
 		if it.err == nil {
 			f.failedOut.write(it.op)
+			f.tell(it.op.public(), Result{}, &Error{Err: ErrNotSent})
 			continue
 		}
-		var bad *badInput
+		if it.err != io.EOF {
+			f.tell(it.pub, Result{}, it.err)
+		}
+		var bad *OperationError
 		switch {
 		case it.err == io.EOF:
 			return
@@ -77,7 +81,7 @@ func (f *Feeder) writeRest(res *Result, items <-chan readItem) {
 			res.badInput++
 			res.failed++
 			f.out.printf("retries feed: %v\n", it.err)
-			var stop *inputError
+			var stop *InputError
 			if errors.As(it.err, &stop) {
 				res.unread, f.broken = stop.from, stop
 			}

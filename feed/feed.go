@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"net/url"
 	"slices"
@@ -34,7 +35,9 @@ const (
 	maxMessage = 200
 )
 
-// Config says how to feed.
+// Config says how a Client feeds. A Config with only URL set feeds as
+// "retries feed -url URL" does: a zero field means the command's default,
+// which its comment gives, and a negative duration turns its limit off.
 type Config struct {
 	URL string // the endpoint, such as http://localhost:8080
 	// URLs, if not empty, are several endpoints in place of URL (container
@@ -59,10 +62,15 @@ type Config struct {
 	TLS *tls.Config
 
 	// Timeout bounds each operation, its retries included, not counting
-	// the time the feed is paused by an outage; 0: none.
-	Timeout        time.Duration
-	AttemptTimeout time.Duration // per request, until the response header; 0: none
-	Grace          time.Duration // how long an interrupted feed waits for the requests in flight
+	// the time the feed is paused by an outage; 0: 2 minutes.
+	Timeout time.Duration
+	// AttemptTimeout bounds each request until its response header; 0:
+	// 30 s, or ServerTimeout and a tenth more and a second if that is
+	// longer, so that the server's own timeout answers first.
+	AttemptTimeout time.Duration
+	// Grace is how long a Feed whose context ended waits for the requests
+	// on the wire; 0: 5 s.
+	Grace time.Duration
 
 	// Route, TraceLevel, ServerTimeout and DryRun are document/v1's
 	// request parameters route, tracelevel, timeout and dryRun, sent with
@@ -77,11 +85,11 @@ type Config struct {
 	Compression Compression
 
 	// MaxOutage ends the feed when it has been paused by an outage for
-	// this long; 0: no limit. The feed pauses while its breaker is open.
+	// this long; 0: 5 minutes. The feed pauses while its breaker is open.
 	MaxOutage time.Duration
-	// FirstResponse ends the feed, as a setup error, when no request has
-	// had a response this long after the start (a wrong host or port);
-	// 0: no limit.
+	// FirstResponse ends a Feed, as a setup error, when no request has had
+	// a response this long after the first went out (a wrong host or
+	// port); 0: 30 s.
 	FirstResponse time.Duration
 	// MaxProbeInterval is the breaker's (see retries.BreakerConfig).
 	MaxProbeInterval time.Duration
@@ -99,13 +107,18 @@ type Config struct {
 	// stopped the reading on, byte for byte, to be fixed and fed.
 	Unread io.Writer
 
-	// Outer and Inner are the policies around each request, outside in:
-	// DocV1 and Throttle in the command. The feed sets the outer one's
-	// predicate (by operation: retrySafe, retryUnsafe), exhaustion rule
-	// and Budget, and gives the inner one the limiter and the breaker, and
-	// the outer predicate while the breaker is open (retries.RetryIfOutage).
+	// Outer and Inner are the policies around each request, outside in.
+	// The zero Policy means the command's: DocV1 waiting U(0, 0.2 s) then
+	// U(0, 0.4 s), around Throttle waiting what a Retry-After asks for (at
+	// most 10 s). The feed sets the outer one's predicate (by operation:
+	// retrySafe, retryUnsafe), exhaustion rule and Budget, and gives the
+	// inner one the limiter and the breaker, and the outer predicate while
+	// the breaker is open (retries.RetryIfOutage).
 	Outer, Inner retries.Policy
-	Budget       *retries.Budget // on the outer layer; nil: none
+	// Budget bounds the outer layer's retries; nil:
+	// retries.NewBudget(0.1, 5), unless NoBudget is set.
+	Budget   *retries.Budget
+	NoBudget bool
 
 	Log         io.Writer     // failures, and progress unless ProgressOut is set; nil: none
 	ProgressOut io.Writer     // progress reports; nil: Log
@@ -119,28 +132,19 @@ type Config struct {
 	// line of JSON, instead of a ProgressLine (and never rewritten in
 	// place).
 	ProgressJSON bool
-	// Observer, if not nil, hears of every operation's outcome.
-	Observer Observer
 	// Calls, if not nil, observes the calls of both retry layers (the
 	// inner Inner, named Throttle by default, and the outer Outer): their
 	// attempts, waits, refusals, holds during an outage, and ends.
 	Calls *retries.Observer
 }
 
-// Observer hears of each operation's outcome as the feed goes.
-type Observer interface {
-	// Done is called once per operation sent, on the goroutine that sent
-	// it; err is nil when the operation was acknowledged.
-	Done(op *Operation, err error)
-}
-
-// Result is what a feed did.
-type Result struct {
+// Report is what a feed did.
+type Report struct {
 	operations    int64 // read from the input, bad ones included
 	ok            int64 // acknowledged
 	failed        int64 // operations that failed, bad input included
 	badInput      int64
-	unsent        []*Operation // dispatched but not sent when interrupted
+	unsent        []*operation // dispatched but not sent when interrupted
 	heldBack      int64        // not sent: an earlier operation on the document failed
 	written       int64        // written to Config.Failed
 	unknown       int64        // unsafe operations that failed with their outcome unknown
@@ -171,24 +175,24 @@ type Result struct {
 
 // TLSError returns the TLS error that stopped the feed (a certificate
 // refused either way, a server that does not speak TLS), or nil.
-func (r Result) TLSError() error { return r.tlsErr }
+func (r Report) TLSError() error { return r.tlsErr }
 
 // OutageExceeded reports whether an outage outlasted Config.MaxOutage and
 // ended the feed.
-func (r Result) OutageExceeded() bool { return r.outage != nil }
+func (r Report) OutageExceeded() bool { return r.outage != nil }
 
 // SetupError returns why the feed stopped for a wrong setup, or nil: the
 // same refusal of the client (401, 403, a 404 to puts, a TLS layer's
 // 400) answered its first operations, or no request had a response within
 // Config.FirstResponse.
-func (r Result) SetupError() error { return r.setupErr }
+func (r Report) SetupError() error { return r.setupErr }
 
 // Complete reports whether every operation of the input was read, sent and
 // acknowledged.
-func (r Result) Complete() bool { return r.failed == 0 && r.unread.line == 0 }
+func (r Report) Complete() bool { return r.failed == 0 && r.unread.line == 0 }
 
-// Feeder sends operations to a document/v1 endpoint.
-type Feeder struct {
+// Client sends operations to a document/v1 endpoint.
+type Client struct {
 	cfg                    Config
 	endpoints              []*endpoint
 	params                 string // the request parameters of every operation, encoded; "" if none
@@ -211,21 +215,30 @@ type Feeder struct {
 	ok, failed, condFailed atomic.Int64
 	notFound, refusals     atomic.Int64
 	read, badIn            atomic.Int64 // operations read, bad ones included; bad ones
-	broken                 *inputError  // the broken JSON that stopped the reading, or nil; set by the dispatching goroutine
+	broken                 *InputError  // the broken JSON that stopped the reading, or nil; set by the dispatching goroutine
+
+	done      func(Operation, Result, error) // the running Feed's
+	feeding   sync.Mutex                     // held by the running Feed
+	order     idOrder                        // of the Sends
+	sendSlots chan struct{}                  // with a fixed concurrency, bounds the Sends in flight
+	closeMu   sync.Mutex
+	closed    bool
+	sends     sync.WaitGroup // the Sends and Feeds running
 
 	mu        sync.Mutex
-	busy      map[string][]*Operation // per document id: the operations waiting behind the one in flight
+	last      Report                  // of the last Feed
+	busy      map[string][]*operation // per document id: the operations waiting behind the one in flight
 	failedIDs map[string]bool         // documents with a failed operation: later ones are held back
-	unsent    []*Operation
+	unsent    []*operation
 	heldBack  int64
 	lastErr   error
 	refusal   string // the refusal of the client that answered the last operations, from the start; "" for another answer
 	refused   int    // how many in a row
 }
 
-// New returns a Feeder for cfg, or an error if an endpoint is not an http
+// New returns a Client for cfg, or an error if an endpoint is not an http
 // or https URL with a host.
-func New(cfg Config) (*Feeder, error) {
+func New(cfg Config) (*Client, error) {
 	urls := cfg.URLs
 	if len(urls) == 0 {
 		urls = []string{cfg.URL}
@@ -236,14 +249,12 @@ func New(cfg Config) (*Feeder, error) {
 			return nil, fmt.Errorf("URL %q: want http://HOST[:PORT] or https://…", raw)
 		}
 	}
-	if cfg.MaxInFlight == 0 {
-		cfg.MaxInFlight = DefaultMaxInFlight
+	cfg = withDefaults(cfg)
+	f := &Client{cfg: cfg, out: &lockedWriter{w: cfg.Log}, runCtx: context.Background(),
+		busy: map[string][]*operation{}, failedIDs: map[string]bool{}}
+	if cfg.Concurrency > 0 {
+		f.sendSlots = make(chan struct{}, cfg.Concurrency)
 	}
-	if cfg.Log == nil {
-		cfg.Log = io.Discard
-	}
-	f := &Feeder{cfg: cfg, out: &lockedWriter{w: cfg.Log},
-		busy: map[string][]*Operation{}, failedIDs: map[string]bool{}}
 	if cfg.Failed != nil {
 		f.failedOut = &failedWriter{w: cfg.Failed}
 	}
@@ -264,9 +275,66 @@ func New(cfg Config) (*Feeder, error) {
 	return f, nil
 }
 
+// withDefaults returns cfg with each zero field set to its default, and
+// each negative duration to 0 (none).
+func withDefaults(cfg Config) Config {
+	def := func(d *time.Duration, v time.Duration) {
+		switch {
+		case *d == 0:
+			*d = v
+		case *d < 0:
+			*d = 0
+		}
+	}
+	server := cfg.ServerTimeout
+	def(&cfg.Timeout, 2*time.Minute)
+	def(&cfg.AttemptTimeout, max(30*time.Second, server+server/10+time.Second))
+	def(&cfg.Grace, 5*time.Second)
+	def(&cfg.MaxOutage, 5*time.Minute)
+	def(&cfg.FirstResponse, 30*time.Second)
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.Budget == nil && !cfg.NoBudget {
+		cfg.Budget = retries.NewBudget(0.1, 5)
+	}
+	if cfg.NoBudget {
+		cfg.Budget = nil
+	}
+	if isZero(cfg.Outer) {
+		cfg.Outer = DefaultOuter
+	}
+	if isZero(cfg.Inner) {
+		cfg.Inner = DefaultInner
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	return cfg
+}
+
+// The layers of a feed when Config.Outer and Config.Inner are zero.
+var (
+	// DefaultOuter is DocV1, but waiting U(0, 0.2 s) then U(0, 0.4 s)
+	// instead of 1 s then 2 s: the retry budget bounds what retries cost
+	// a struggling server and the limiter paces the load, so a 503 or a
+	// reset on one of the last documents need not hold up the end of a
+	// feed for seconds.
+	DefaultOuter = retries.DocV1.Copy(retries.WithWait(retries.WaitRandomExponential(
+		retries.Exponential{Multiplier: 200 * time.Millisecond, Max: 2 * time.Second})))
+	// DefaultInner is Throttle, waiting what a Retry-After header asks for
+	// (at most 10 s) when there is one. With the limiter, which paces
+	// these retries itself, the wait is skipped.
+	DefaultInner = retries.Throttle.Copy(retries.WithWait(retries.WaitRetryAfter(retries.Throttle.Wait(), 10*time.Second)))
+	zeroPolicy   = retries.Policy{}.String()
+)
+
+// isZero reports whether p is the zero Policy.
+func isZero(p retries.Policy) bool { return p.String() == zeroPolicy }
+
 // newEndpoint returns the endpoint at raw, with its own limiter and
 // breaker and the two retrying clients.
-func (f *Feeder) newEndpoint(raw string) *endpoint {
+func (f *Client) newEndpoint(raw string) *endpoint {
 	cfg := f.cfg
 	e := &endpoint{url: raw, base: strings.TrimRight(raw, "/"), multi: len(cfg.URLs) > 1}
 	e.move, e.moveNow = context.WithCancelCause(context.Background())
@@ -319,27 +387,14 @@ func (f *Feeder) newEndpoint(raw string) *endpoint {
 
 // slots is the number of operations dispatched at once, in flight or
 // waiting behind another operation on the same document.
-func (f *Feeder) slots() int {
+func (f *Client) slots() int {
 	if f.cfg.Concurrency > 0 {
 		return f.cfg.Concurrency
 	}
 	return f.cfg.MaxInFlight
 }
 
-// Run feeds the operations read from in until it ends or ctx is done. When
-// ctx ends, it stops reading and dispatching, waits up to Config.Grace for
-// the operations in flight, then cancels them. Each failure is reported on
-// Config.Log as it happens.
-func (f *Feeder) Run(ctx context.Context, in io.Reader) Result {
-	return f.run(ctx, newOpReader(in))
-}
-
-// opSource yields operations as opReader.next does.
-type opSource interface {
-	next() (*Operation, error)
-}
-
-func (f *Feeder) run(ctx context.Context, src opSource) Result {
+func (f *Client) run(ctx context.Context, ops iter.Seq2[Operation, error]) Report {
 	start := time.Now()
 	defer f.transport.CloseIdleConnections()
 	// Requests run under their own context, canceled Config.Grace after
@@ -369,7 +424,7 @@ func (f *Feeder) run(ctx context.Context, src opSource) Result {
 	items := make(chan readItem)
 	stopRead := make(chan struct{})
 	defer close(stopRead)
-	go readOps(src, items, stopRead)
+	go readOps(ops, items, stopRead)
 	var wg sync.WaitGroup
 	res, eof := f.dispatchAll(runCtx, sendCtx, items, &wg)
 	wg.Wait()
@@ -398,7 +453,7 @@ func (f *Feeder) run(ctx context.Context, src opSource) Result {
 			f.writeRest(&res, items)
 		}
 	}
-	f.writeUnread(&res, src)
+	f.writeUnread(&res)
 	res.unknown = f.unknown.Load()
 	if f.failedOut != nil {
 		res.hasFailedFile = true
@@ -420,16 +475,12 @@ func (f *Feeder) run(ctx context.Context, src opSource) Result {
 
 // writeUnread writes the input from the broken JSON that stopped the
 // reading on, if any, to Config.Unread, byte for byte.
-func (f *Feeder) writeUnread(res *Result, src opSource) {
+func (f *Client) writeUnread(res *Report) {
 	var syntax *syntaxError
-	if f.cfg.Unread == nil || f.broken == nil || !errors.As(f.broken.err, &syntax) {
+	if f.cfg.Unread == nil || f.broken == nil || !errors.As(f.broken.Err, &syntax) {
 		return
 	}
-	r, ok := src.(interface{ rest() io.Reader })
-	rest := io.Reader(nil)
-	if ok {
-		rest = r.rest()
-	}
+	rest := f.broken.Rest()
 	if rest == nil {
 		f.out.printf("retries feed: the input from %v on cannot be written: its first bytes are not kept\n", f.broken.from)
 		return
@@ -444,7 +495,7 @@ func (f *Feeder) writeUnread(res *Result, src opSource) {
 
 // cancelAfterGrace calls cancelSend Config.Grace after ctx ends, unless
 // the feed is finished first.
-func (f *Feeder) cancelAfterGrace(ctx context.Context, finished <-chan struct{}, cancelSend context.CancelCauseFunc) {
+func (f *Client) cancelAfterGrace(ctx context.Context, finished <-chan struct{}, cancelSend context.CancelCauseFunc) {
 	select {
 	case <-ctx.Done():
 	case <-finished:
@@ -472,7 +523,7 @@ func (f *Feeder) cancelAfterGrace(ctx context.Context, finished <-chan struct{},
 // goroutines. While the feed is paused it takes none. It reports whether
 // the input was read to its end or to an error that stops it, and, when it
 // was not, res.unread says from where.
-func (f *Feeder) dispatchAll(ctx, sendCtx context.Context, items <-chan readItem, wg *sync.WaitGroup) (res Result, eof bool) {
+func (f *Client) dispatchAll(ctx, sendCtx context.Context, items <-chan readItem, wg *sync.WaitGroup) (res Report, eof bool) {
 	slots := &window{n: f.slots(), max: cmp.Or(f.cfg.MaxDispatchBytes, DefaultMaxDispatchBytes)}
 	res.unread = inputPos{line: 1} // where the input not yet taken starts
 	for {
@@ -489,7 +540,7 @@ func (f *Feeder) dispatchAll(ctx, sendCtx context.Context, items <-chan readItem
 			res.unread = it.after
 		}
 		if it.err != nil {
-			if f.badInput(&res, it.err) {
+			if f.badInput(&res, it) {
 				continue
 			}
 			return res, true
@@ -506,12 +557,16 @@ func (f *Feeder) dispatchAll(ctx, sendCtx context.Context, items <-chan readItem
 }
 
 // badInput reports an error of the input and counts it. It reports
-// whether the reading goes on: after a *badInput it does; after the end of
-// the input, an *inputError or another error it stops, and res.unread is
+// whether the reading goes on: after a *OperationError it does; after the end of
+// the input, an *InputError or another error it stops, and res.unread is
 // then where the unread input starts, or line 0 if all was read.
-func (f *Feeder) badInput(res *Result, err error) (goOn bool) {
-	var bad *badInput
-	var stop *inputError
+func (f *Client) badInput(res *Report, it readItem) (goOn bool) {
+	err := it.err
+	var bad *OperationError
+	var stop *InputError
+	if err != io.EOF {
+		f.tell(it.pub, Result{}, err)
+	}
 	switch {
 	case err == io.EOF:
 		res.unread = inputPos{}
@@ -536,7 +591,7 @@ func (f *Feeder) badInput(res *Result, err error) (goOn bool) {
 
 // settle fills in res at the end of the feed, and reports every operation
 // read but not sent.
-func (f *Feeder) settle(res *Result, elapsed time.Duration) {
+func (f *Client) settle(res *Report, elapsed time.Duration) {
 	f.counters(res, elapsed)
 	res.counts = f.snapshot()
 	f.mu.Lock()
@@ -546,11 +601,12 @@ func (f *Feeder) settle(res *Result, elapsed time.Duration) {
 	for _, op := range res.unsent {
 		f.out.printf("retries feed: not sent: %s\n", op.name())
 		f.failedOut.write(op)
+		f.tell(op.public(), Result{}, &Error{Err: ErrNotSent})
 	}
 }
 
 // counters fills in res with the feed's counts after elapsed.
-func (f *Feeder) counters(res *Result, elapsed time.Duration) {
+func (f *Client) counters(res *Report, elapsed time.Duration) {
 	res.elapsed = elapsed
 	res.ok, res.failed = f.ok.Load(), f.failed.Load()
 	res.notFound, res.condFailed, res.refusals = f.notFound.Load(), f.condFailed.Load(), f.refusals.Load()
@@ -565,9 +621,9 @@ func (f *Feeder) counters(res *Result, elapsed time.Duration) {
 	f.mu.Unlock()
 }
 
-// current returns the feed's counts so far, as a Result for the summary.
-func (f *Feeder) current(start time.Time) Result {
-	var res Result
+// current returns the feed's counts so far, as a Report for the summary.
+func (f *Client) current(start time.Time) Report {
+	var res Report
 	f.counters(&res, time.Since(start))
 	res.hasFailedFile = f.failedOut != nil
 	if res.hasFailedFile {
@@ -576,40 +632,50 @@ func (f *Feeder) current(start time.Time) Result {
 	return res
 }
 
-// readItem is what readOps read: an operation, or an error of opSource.
+// readItem is what readOps read: an operation, or an error with the
+// Operation it came with.
 type readItem struct {
-	op    *Operation
+	op    *operation
 	err   error
-	after inputPos // where the input after op or a *badInput starts; line 0 if unknown
+	pub   Operation // with err: what ops yielded with it
+	after inputPos  // where the input after op or an *OperationError starts; line 0 if unknown
 }
 
-// readOps sends what src yields to items until src ends or stop is closed.
-func readOps(src opSource, items chan<- readItem, stop <-chan struct{}) {
-	for {
-		op, err := src.next()
-		it := readItem{op: op, err: err}
-		var bad *badInput
+// readOps sends what ops yields to items, each Operation prepared, until
+// ops ends (then io.EOF) or stop is closed.
+func readOps(ops iter.Seq2[Operation, error], items chan<- readItem, stop <-chan struct{}) {
+	send := func(it readItem) bool {
+		select {
+		case items <- it:
+			return true
+		case <-stop:
+			return false
+		}
+	}
+	for o, err := range ops {
+		it := readItem{err: err, pub: o}
+		var bad *OperationError
 		switch {
-		case op != nil:
-			it.after = op.after
+		case err == nil:
+			if it.op, err = prepare(o); err != nil {
+				it.err = &OperationError{Line: o.Line, Err: err}
+			} else {
+				it.after = it.op.after
+			}
 		case errors.As(err, &bad):
 			it.after = bad.after
 		}
-		select {
-		case items <- it:
-		case <-stop:
-			return
-		}
-		if err != nil && bad == nil {
+		if !send(it) {
 			return
 		}
 	}
+	send(readItem{err: io.EOF})
 }
 
 // dispatch starts op, or queues it behind the operation in flight for the
 // same document, so that operations on one document are applied in input
 // order and a retry never overtakes a later operation.
-func (f *Feeder) dispatch(ctx, sendCtx context.Context, op *Operation, slots *window, wg *sync.WaitGroup) {
+func (f *Client) dispatch(ctx, sendCtx context.Context, op *operation, slots *window, wg *sync.WaitGroup) {
 	f.mu.Lock()
 	if f.failedIDs[op.id] {
 		f.holdBack(op)
@@ -666,7 +732,7 @@ func (e *tlsStop) Error() string { return "stopped by a TLS error: " + e.err.Err
 
 // stopOnTLS ends the feed at the first TLS error: every later attempt
 // would fail the same way.
-func (f *Feeder) stopOnTLS(err error) {
+func (f *Client) stopOnTLS(err error) {
 	e := &tlsStop{err: err}
 	if f.tlsErr.CompareAndSwap(nil, e) {
 		f.out.printf("retries feed: stopping: TLS: %v\n", err)
@@ -677,18 +743,27 @@ func (f *Feeder) stopOnTLS(err error) {
 // holdBack reports op, which is not sent because an earlier operation on
 // its document failed: sent now, it would overtake that one when the
 // failed operations are fed again. f.mu is held.
-func (f *Feeder) holdBack(op *Operation) {
+func (f *Client) holdBack(op *operation) {
 	f.heldBack++
 	f.failed.Add(1)
 	f.out.printf("retries feed: not sent: %s: an earlier operation on the document failed\n", op.name())
 	f.failedOut.write(op)
+	f.tell(op.public(), Result{}, &Error{Err: ErrHeldBack})
 }
 
 // send sends op to an endpoint through the retrying clients, reports a
 // failure, and reports whether op was acknowledged. When its endpoint
 // fails and moves it away, it goes to another.
-func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
+func (f *Client) send(ctx context.Context, op *operation) (ok bool) {
+	ok, _ = f.sendOp(ctx, op, true)
+	return ok
+}
+
+// sendOp is send, which also returns the operation's state: its Result
+// and *Error.
+func (f *Client) sendOp(ctx context.Context, op *operation, ofFeed bool) (ok bool, state *opState) {
 	ctx, state, cancel := withOpState(ctx)
+	state.ofFeed = ofFeed
 	defer cancel(nil)
 	// An interrupt ends the operation unless a request of it is on the
 	// wire; then as that request leaves it.
@@ -707,16 +782,16 @@ func (f *Feeder) send(ctx context.Context, op *Operation) (ok bool) {
 		e.ops.Add(-1)
 		if !moved || ctx.Err() != nil {
 			if moved { // the operation's own context ended as it moved
-				f.fail(op, context.Cause(ctx), state)
+				f.fail(op, context.Cause(ctx), state, 0)
 			}
-			return ok
+			return ok, state
 		}
 	}
 }
 
 // sendTo sends op to e, and reports whether it was acknowledged, or moved
 // away before an answer (and not reported).
-func (f *Feeder) sendTo(ctx context.Context, e *endpoint, op *Operation, st *opState) (ok, moved bool) {
+func (f *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opState) (ok, moved bool) {
 	var body io.Reader
 	gzipped := false
 	if op.body != nil {
@@ -734,7 +809,7 @@ func (f *Feeder) sendTo(ctx context.Context, e *endpoint, op *Operation, st *opS
 	}
 	req, err := http.NewRequestWithContext(ctx, op.kind.method(), target, body)
 	if err != nil {
-		f.fail(op, err, st)
+		f.fail(op, err, st, 0)
 		return false, false
 	}
 	for name, vs := range f.cfg.Header {
@@ -775,7 +850,7 @@ func (f *Feeder) sendTo(ctx context.Context, e *endpoint, op *Operation, st *opS
 		if isTLSError(err) {
 			f.stopOnTLS(err)
 		}
-		f.fail(op, err, st)
+		f.fail(op, err, st, 0)
 		return false, false
 	}
 	if resp.StatusCode/100 == 2 {
@@ -783,7 +858,7 @@ func (f *Feeder) sendTo(ctx context.Context, e *endpoint, op *Operation, st *opS
 		// connection is reused, without a buffer of its own.
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
 		_ = resp.Body.Close()
-		return f.succeeded(op), false
+		return f.succeeded(op, st, resp.StatusCode), false
 	}
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
@@ -799,11 +874,11 @@ func (f *Feeder) sendTo(ctx context.Context, e *endpoint, op *Operation, st *opS
 				msg += "; trace: " + tr
 			}
 		}
-		f.fail(op, fmt.Errorf("%s: %s", resp.Status, msg), st)
+		f.fail(op, fmt.Errorf("%s: %s", resp.Status, msg), st, resp.StatusCode)
 		f.noteRefusal(op, resp.StatusCode, msg, data)
 		return false, false
 	}
-	return f.succeeded(op), false
+	return f.succeeded(op, st, resp.StatusCode), false
 }
 
 // The header values of every request with a body, shared.
@@ -813,13 +888,14 @@ var (
 )
 
 // succeeded counts op as acknowledged, and reports true.
-func (f *Feeder) succeeded(op *Operation) bool {
+func (f *Client) succeeded(op *operation, st *opState, status int) bool {
 	f.ok.Add(1)
 	if !f.acked.Load() {
 		f.acked.Store(true)
 	}
-	if f.cfg.Observer != nil {
-		f.cfg.Observer.Done(op, nil)
+	st.result = Result{Status: status, Attempts: int(st.attempts.Load())}
+	if st.ofFeed {
+		f.tell(op.public(), st.result, nil)
 	}
 	return true
 }
@@ -827,18 +903,22 @@ func (f *Feeder) succeeded(op *Operation) bool {
 // fail reports op as failed with err, and writes it to Config.Failed, or,
 // when it is not safe to repeat and one of its requests (st's) may have
 // been applied, to Config.Unknown.
-func (f *Feeder) fail(op *Operation, err error, st *opState) {
-	if st != nil && st.attempts.Load() == 0 && f.runCtx.Err() != nil && errors.Is(err, stopCause(f.runCtx)) {
+func (f *Client) fail(op *operation, err error, st *opState, status int) {
+	st.result = Result{Status: status, Attempts: int(st.attempts.Load())}
+	if st.attempts.Load() == 0 && f.runCtx.Err() != nil && errors.Is(err, stopCause(f.runCtx)) {
+		st.err = &Error{Err: ErrNotSent}
 		f.mu.Lock()
-		f.unsent = append(f.unsent, op) // reported and written at the end
+		f.unsent = append(f.unsent, op) // reported, written and told at the end
 		f.mu.Unlock()
 		return
 	}
+	unknown := !op.safe && st.maybeApplied.Load()
+	st.err = &Error{Status: status, Unknown: unknown, Err: err}
 	f.failed.Add(1)
 	f.mu.Lock()
 	f.lastErr = err
 	f.mu.Unlock()
-	if !op.safe && st != nil && st.maybeApplied.Load() {
+	if unknown {
 		f.unknown.Add(1)
 		f.out.printf("retries feed: failed: %s: %v; the outcome is unknown: it may have been applied\n", op.name(), err)
 		f.unknownOut.write(op)
@@ -846,8 +926,8 @@ func (f *Feeder) fail(op *Operation, err error, st *opState) {
 		f.out.printf("retries feed: failed: %s: %v\n", op.name(), err)
 		f.failedOut.write(op)
 	}
-	if f.cfg.Observer != nil {
-		f.cfg.Observer.Done(op, err)
+	if st.ofFeed {
+		f.tell(op.public(), st.result, st.err)
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/seed32e55400/retries"
-	"github.com/seed32e55400/retries/cmd/retries/internal/feedtest"
+	"github.com/seed32e55400/retries/feed/feedtest"
 )
 
 // testFeedConfig is the command's configuration without waits between
@@ -32,7 +32,7 @@ func testFeedConfig(url string, errOut io.Writer) Config {
 
 // runTestFeed feeds input with cfg and returns the result, the summary
 // parsed and stderr.
-func runTestFeed(t *testing.T, ctx context.Context, cfg Config, input string) (Result, map[string]any, string) {
+func runTestFeed(t *testing.T, ctx context.Context, cfg Config, input string) (Report, map[string]any, string) {
 	t.Helper()
 	var errOut bytes.Buffer
 	if cfg.Log == nil {
@@ -42,7 +42,7 @@ func runTestFeed(t *testing.T, ctx context.Context, cfg Config, input string) (R
 	if err != nil {
 		t.Fatalf("New() error = %v", err)
 	}
-	res := f.Run(ctx, strings.NewReader(input))
+	res := feedReport(f, ctx, strings.NewReader(input))
 	out := res.Summary()
 	var sum map[string]any
 	if err := json.Unmarshal(out, &sum); err != nil {
@@ -136,7 +136,7 @@ func TestParseOp(t *testing.T) {
 }
 
 // readOne reads the first operation of text, as a feed does.
-func readOne(text string) (*Operation, error) {
+func readOne(text string) (*operation, error) {
 	return newOpReader(strings.NewReader(text)).next()
 }
 
@@ -210,7 +210,7 @@ func TestFeedNothingLost(t *testing.T) {
 		}
 	}
 	cfg := testFeedConfig(srv.URL, nil)
-	cfg.Budget = nil // this test retries more than a budget allows
+	cfg.NoBudget = true // this test retries more than a budget allows
 	res, sum, stderr := runTestFeed(t, context.Background(), cfg, in.String())
 	if res.failed != 0 || res.ok != docs+12 {
 		t.Errorf("ok, failed = %d, %d, want %d, 0; stderr:\n%s", res.ok, res.failed, docs+12, stderr)
@@ -678,4 +678,10 @@ func TestFeedConnections(t *testing.T) {
 			}
 		})
 	}
+}
+
+// feedReport feeds what r holds with f, and returns the Feed's report.
+func feedReport(f *Client, ctx context.Context, r io.Reader) Report {
+	_ = f.Feed(ctx, Read(r), nil)
+	return f.Report()
 }

@@ -29,8 +29,8 @@ func (k Kind) method() string {
 	return [...]string{http.MethodPost, http.MethodPut, http.MethodDelete}[k]
 }
 
-// Operation is one parsed operation of a feed, ready to send.
-type Operation struct {
+// operation is one parsed operation of a feed, ready to send.
+type operation struct {
 	kind  Kind
 	id    string   // the document id, as in the input
 	line  int      // the input line the operation starts on
@@ -41,14 +41,17 @@ type Operation struct {
 	// safe reports whether sending the operation twice leaves the
 	// document as sending it once does, so that a request whose outcome is
 	// unknown (a reset connection, a proxy's 502 or 504) may be repeated.
-	safe bool
+	safe      bool
+	condition string // as Operation has them
+	create    bool
+	tag       any
 }
 
 // ID returns the operation's document id, as the input has it.
-func (op *Operation) ID() string { return op.id }
+func (op *operation) ID() string { return op.id }
 
 // name is how reports refer to the operation: "line 3: put id:a:b::c".
-func (op *Operation) name() string {
+func (op *operation) name() string {
 	return fmt.Sprintf("line %d: %s %s", op.line, op.kind, op.id)
 }
 
@@ -102,12 +105,12 @@ type opText struct {
 // repeated key is an error rather than ignored or overwritten, so that a
 // misspelt or repeated "condition" never turns a conditional write into an
 // unconditional one. The fields are passed on as written.
-func parseOp(obj []byte, line int) (*Operation, error) {
+func parseOp(obj []byte, line int) (*operation, error) {
 	t, err := readMembers(obj)
 	if err != nil {
 		return nil, err
 	}
-	op := &Operation{line: line, id: string(t.id)}
+	op := &operation{line: line, id: string(t.id)}
 	switch t.seen & (keyPut | keyUpdate | keyRemove | keyID) {
 	case keyPut, keyID:
 		op.kind = Put
@@ -148,6 +151,7 @@ func parseOp(obj []byte, line int) (*Operation, error) {
 	if t.hasFields {
 		op.body = append(append(append(buf[len(obj):], `{"fields":`...), t.fields...), '}')
 	}
+	op.condition, op.create = string(t.condition), t.create
 	op.safe = true
 	if op.kind == Update {
 		op.safe = len(t.condition) == 0 && !repeatChanges(t.fields)
@@ -323,33 +327,42 @@ func pathSegment(s string) string {
 	return url.PathEscape(s)
 }
 
-// badInput is an operation of the feed that could not be parsed; reading
-// goes on with the next one.
-type badInput struct {
-	line  int
+// OperationError is an operation of the input that is well-formed JSON but
+// not a valid operation (an unknown or repeated key, a wrong type, a bad
+// document id, over 64 MiB): Read yields it and reads on.
+type OperationError struct {
+	Line  int // the line the operation starts on
+	Err   error
 	after inputPos // where the input after it starts
-	err   error
 }
 
-func (e *badInput) Error() string { return fmt.Sprintf("line %d: %v", e.line, e.err) }
+func (e *OperationError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
 
-// inputError is input that cannot be read on: nothing from from on is
-// read.
-type inputError struct {
-	from inputPos
-	err  error
+func (e *OperationError) Unwrap() error { return e.Err }
+
+// InputError is input that cannot be read on: broken JSON, whose end
+// cannot be known, or an error reading the input. Read yields it last.
+type InputError struct {
+	// Line and Offset say where the input not read starts: the start of
+	// the broken value.
+	Line   int
+	Offset int64
+	Err    error
+	from   inputPos
+	rest   io.Reader // the input from there on, for broken JSON; nil otherwise
 }
 
-func (e *inputError) Error() string {
-	return fmt.Sprintf("%v; the input from %v on was not read", e.err, e.from)
+func (e *InputError) Error() string {
+	return fmt.Sprintf("%v; the input from %v on was not read", e.Err, e.from)
 }
 
-func (e *inputError) Unwrap() error { return e.err }
+func (e *InputError) Unwrap() error { return e.Err }
 
-// rest returns the input not read, byte for byte, after next returned an
-// *inputError for broken JSON; nil if it is not kept (see
-// objectScanner.rest).
-func (r *opReader) rest() io.Reader { return r.s.rest() }
+// Rest returns the input from Line and Offset on, byte for byte (the
+// broken value and all after it, not read from the underlying reader
+// until then), or nil when it cannot be had: after a read error, or when
+// the broken value's first bytes were not kept (it was over 64 MiB).
+func (e *InputError) Rest() io.Reader { return e.rest }
 
 // opReader streams the operations of a feed, as objectScanner frames them.
 type opReader struct {
@@ -358,22 +371,27 @@ type opReader struct {
 
 func newOpReader(r io.Reader) *opReader { return &opReader{s: newObjectScanner(r)} }
 
-// next returns the next operation, a *badInput for one that could not be
-// parsed (call next again), an *inputError for input that cannot be read on,
+// next returns the next operation, a *OperationError for one that could not be
+// parsed (call next again), an *InputError for input that cannot be read on,
 // or io.EOF.
-func (r *opReader) next() (*Operation, error) {
+func (r *opReader) next() (*operation, error) {
 	obj, err := r.s.next()
 	switch {
 	case err == io.EOF:
 		return nil, io.EOF
 	case err == errTooLarge:
-		return nil, &badInput{line: r.s.start.line, after: r.s.after, err: err}
+		return nil, &OperationError{Line: r.s.start.line, after: r.s.after, Err: err}
 	case err != nil:
-		return nil, &inputError{from: r.s.unread(), err: err}
+		from := r.s.unread()
+		e := &InputError{Line: from.line, Offset: from.off, Err: err, from: from}
+		if errors.As(err, new(*syntaxError)) {
+			e.rest = r.s.rest()
+		}
+		return nil, e
 	}
 	op, err := parseOp(obj, r.s.start.line)
 	if err != nil {
-		return nil, &badInput{line: r.s.start.line, after: r.s.after, err: fmt.Errorf("invalid operation: %v", err)}
+		return nil, &OperationError{Line: r.s.start.line, after: r.s.after, Err: fmt.Errorf("invalid operation: %v", err)}
 	}
 	op.after = r.s.after
 	return op, nil

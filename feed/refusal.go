@@ -44,7 +44,7 @@ func refusalOf(status int, kind Kind, body []byte) string {
 // noteRefusal counts a response to op that was not an acknowledgement,
 // and stops the feed when the same refusal of the client has answered
 // each of the first refusedFirst operations.
-func (f *Feeder) noteRefusal(op *Operation, status int, msg string, body []byte) {
+func (f *Client) noteRefusal(op *operation, status int, msg string, body []byte) {
 	if f.acked.Load() {
 		return
 	}
@@ -66,7 +66,7 @@ func (f *Feeder) noteRefusal(op *Operation, status int, msg string, body []byte)
 
 // stopSetup ends the feed, its setup being wrong: no new request goes out,
 // and those on the wire are answered.
-func (f *Feeder) stopSetup(msg string) {
+func (f *Client) stopSetup(msg string) {
 	e := &setupStop{msg: msg}
 	if f.setupErr.CompareAndSwap(nil, e) {
 		f.out.printf("retries feed: stopping: %s\n", msg)
@@ -79,7 +79,7 @@ func (f *Feeder) stopSetup(msg string) {
 // a server that never answers. (A feed waiting for its input sends
 // nothing, and is not stopped.) It returns the function that ends the
 // watch.
-func (f *Feeder) watchFirstResponse() func() {
+func (f *Client) watchFirstResponse() func() {
 	if f.cfg.FirstResponse <= 0 {
 		return func() {}
 	}

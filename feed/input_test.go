@@ -10,16 +10,16 @@ import (
 	"testing"
 	"testing/iotest"
 
-	"github.com/seed32e55400/retries/cmd/retries/internal/feedtest"
+	"github.com/seed32e55400/retries/feed/feedtest"
 )
 
 // readResult is one thing opReader.next returned, written as a test
 // expects it: "put /document/v1/… {…} @3" for an operation starting on line
-// 3, "bad @3: …" for a *badInput, "stop @3: …" for an *inputError (the line
+// 3, "bad @3: …" for a *OperationError, "stop @3: …" for an *InputError (the line
 // it names as not read), "error: …" for any other error.
-func readResult(op *Operation, err error) string {
-	var bad *badInput
-	var stop *inputError
+func readResult(op *operation, err error) string {
+	var bad *OperationError
+	var stop *InputError
 	switch {
 	case op != nil:
 		if op.body == nil {
@@ -27,7 +27,7 @@ func readResult(op *Operation, err error) string {
 		}
 		return fmt.Sprintf("%s %s %s @%d", op.kind, op.path, op.body, op.line)
 	case errors.As(err, &bad):
-		return fmt.Sprintf("bad @%d: %v", bad.line, bad.err)
+		return fmt.Sprintf("bad @%d: %v", bad.Line, bad.Err)
 	case errors.As(err, &stop):
 		return fmt.Sprintf("stop @%d: %v", stop.from.line, stop)
 	}
@@ -45,7 +45,7 @@ func readAllResults(t *testing.T, in io.Reader) []string {
 			return got
 		}
 		got = append(got, readResult(op, err))
-		var stop *inputError
+		var stop *InputError
 		if errors.As(err, &stop) {
 			if op, err := r.next(); op != nil || !errors.As(err, &stop) {
 				t.Errorf("after %v, next() = %v, %v, want the same error again", stop, op, err)
@@ -323,9 +323,9 @@ func TestReadError(t *testing.T) {
 		t.Fatalf("next() = %v", err)
 	}
 	_, err := r.next()
-	var stop *inputError
+	var stop *InputError
 	if !errors.As(err, &stop) || !errors.Is(err, boom) || stop.from.line != 2 {
-		t.Errorf("next() = %v, want an *inputError wrapping boom from line 2", err)
+		t.Errorf("next() = %v, want an *InputError wrapping boom from line 2", err)
 	}
 }
 

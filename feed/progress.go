@@ -36,7 +36,7 @@ func commandLine(p Progress) string {
 }
 
 // snapshot returns the feed's counts now, Elapsed and Rate left out.
-func (f *Feeder) snapshot() Progress {
+func (f *Client) snapshot() Progress {
 	limit := strconv.Itoa(f.cfg.Concurrency) + " (fixed)"
 	if l := f.endpoints[0].limiter; l != nil {
 		limit = strconv.FormatFloat(l.Stats().Limit, 'g', 4, 64)
@@ -52,7 +52,7 @@ func (f *Feeder) snapshot() Progress {
 
 // Counts returns the feed's final counts, with Elapsed and Rate over the
 // whole feed.
-func (r Result) Counts() Progress {
+func (r Report) Counts() Progress {
 	p := r.counts
 	p.Elapsed = r.elapsed
 	if secs := r.elapsed.Seconds(); secs > 0 {
@@ -63,7 +63,7 @@ func (r Result) Counts() Progress {
 
 // reportProgress reports the feed's progress every Config.Progress until
 // finished is closed.
-func (f *Feeder) reportProgress(start time.Time, finished <-chan struct{}) {
+func (f *Client) reportProgress(start time.Time, finished <-chan struct{}) {
 	line, terminal := f.cfg.ProgressLine, f.cfg.Terminal
 	switch {
 	case f.cfg.ProgressJSON:

@@ -45,7 +45,7 @@ func BenchmarkFeed(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if res := f.Run(context.Background(), strings.NewReader(input)); !res.Complete() {
+				if res := feedReport(f, context.Background(), strings.NewReader(input)); !res.Complete() {
 					b.Fatalf("feed incomplete:\n%s", res.Summary())
 				}
 			}

@@ -22,10 +22,10 @@ type window struct {
 }
 
 // size is what op holds in memory while it is dispatched.
-func (op *Operation) size() int { return len(op.text) + len(op.body) }
+func (op *operation) size() int { return len(op.text) + len(op.body) }
 
 // take waits until op fits in the window, or ctx ends.
-func (w *window) take(ctx context.Context, op *Operation) error {
+func (w *window) take(ctx context.Context, op *operation) error {
 	size := op.size()
 	for {
 		w.mu.Lock()
@@ -49,7 +49,7 @@ func (w *window) take(ctx context.Context, op *Operation) error {
 }
 
 // give returns op's place in the window.
-func (w *window) give(op *Operation) {
+func (w *window) give(op *operation) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.ops--

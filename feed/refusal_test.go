@@ -11,7 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/seed32e55400/retries/cmd/retries/internal/feedtest"
+	"github.com/seed32e55400/retries/feed/feedtest"
 )
 
 // TestFeedNoResponseStops: a URL whose port refuses connections, where
@@ -32,7 +32,7 @@ func TestFeedNoResponseStops(t *testing.T) {
 	cfg.FirstResponse = 100 * time.Millisecond
 	cfg.Failed = &failed
 	done := make(chan struct{})
-	var res Result
+	var res Report
 	var stderr string
 	go func() {
 		defer close(done)
@@ -70,7 +70,7 @@ func TestFeedQuietInputNotStopped(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res := f.Run(context.Background(), pr)
+		res := feedReport(f, context.Background(), pr)
 		if !res.Complete() || res.SetupError() != nil {
 			t.Errorf("complete %v, setup error %v; want the quiet input fed", res.Complete(), res.SetupError())
 		}

@@ -96,6 +96,11 @@ type opState struct {
 	// operation was not acknowledged: it got no response and was not
 	// refused at its dial, or a 500, 502 or 504 came back.
 	maybeApplied atomic.Bool
+	// result and err are what became of the operation, set by the
+	// goroutine that sends it.
+	result Result
+	err    *Error
+	ofFeed bool // the operation is an element of a Feed, whose done hears of it
 
 	mu      sync.Mutex
 	onWire  int                     // requests on the wire now
@@ -132,6 +137,13 @@ func (l *liveOps) add(s *opState) {
 		l.ops = map[*opState]struct{}{}
 	}
 	l.ops[s] = struct{}{}
+}
+
+// reset makes l halt nothing: a new Feed begins.
+func (l *liveOps) reset() {
+	l.mu.Lock()
+	l.stopped = nil
+	l.mu.Unlock()
 }
 
 func (l *liveOps) remove(s *opState) {

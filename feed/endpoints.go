@@ -82,7 +82,7 @@ const probeEvery = time.Second
 // breaker is closed, or, once a second, one whose breaker is open, so that
 // it gets a probe; when every breaker is open, the one routed to longest
 // ago, so that the waiting operations spread and every endpoint is probed.
-func (f *Feeder) route() *endpoint {
+func (f *Client) route() *endpoint {
 	if len(f.endpoints) == 1 {
 		return f.endpoints[0]
 	}
@@ -111,7 +111,7 @@ func (f *Feeder) route() *endpoint {
 
 // endpointsJSON describes each endpoint for the summary, when there are
 // several.
-func (f *Feeder) endpointsJSON() any {
+func (f *Client) endpointsJSON() any {
 	if len(f.endpoints) < 2 {
 		return nil
 	}

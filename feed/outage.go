@@ -32,6 +32,9 @@ func stopCause(runCtx context.Context) error {
 // longer than Config.MaxOutage.
 type outageError struct{ limit time.Duration }
 
+// Unwrap makes the error match retries.ErrBreakerOpen.
+func (e *outageError) Unwrap() error { return retries.ErrBreakerOpen }
+
 func (e *outageError) Error() string {
 	return fmt.Sprintf("the server has been out for longer than %v (-max-outage)", e.limit)
 }
@@ -197,7 +200,7 @@ func (o *opTimer) check(now time.Time, clock time.Duration) {
 // endpoint's breaker is open, and resumes when one closes. With several
 // endpoints, the operations waiting on one whose breaker opens move to the
 // others.
-func (f *Feeder) onBreaker(e *endpoint, from, to retries.BreakerState) {
+func (f *Client) onBreaker(e *endpoint, from, to retries.BreakerState) {
 	now := time.Now()
 	multi := len(f.endpoints) > 1
 	var open int64
@@ -241,7 +244,7 @@ func (f *Feeder) onBreaker(e *endpoint, from, to retries.BreakerState) {
 
 // outageTooLong ends the feed: the pause has lasted Config.MaxOutage.
 // Every operation in flight ends at once, with an *outageError.
-func (f *Feeder) outageTooLong() {
+func (f *Client) outageTooLong() {
 	err := &outageError{limit: f.cfg.MaxOutage}
 	if f.outage.CompareAndSwap(nil, err) {
 		f.out.printf("retries feed: stopping: %v\n", err)

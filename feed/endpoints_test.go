@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/seed32e55400/retries"
-	"github.com/seed32e55400/retries/cmd/retries/internal/feedtest"
+	"github.com/seed32e55400/retries/feed/feedtest"
 )
 
 // endpointPair starts two endpoints whose answers are recorded, in the order
@@ -205,7 +205,7 @@ func TestFeedEndpointMovesOnlyUnsent(t *testing.T) {
 	cfg.URLs = []string{p.a.URL, p.b.URL}
 	cfg.MaxProbeInterval = 20 * time.Millisecond
 	cfg.Concurrency = 64 // no limiter: the held requests would hold a's permits, and its 503s would wait for them
-	cfg.Budget = nil     // a's 503s must not exhaust the budget before its breaker opens
+	cfg.NoBudget = true  // a's 503s must not exhaust the budget before its breaker opens
 	cfg.Outer = cfg.Outer.Copy(retries.WithStop(retries.StopAfterAttempt(100)))
 	res, _, _ := runTestFeed(t, context.Background(), cfg, in.String())
 	if !res.Complete() {

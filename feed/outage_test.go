@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/seed32e55400/retries"
-	"github.com/seed32e55400/retries/cmd/retries/internal/feedtest"
+	"github.com/seed32e55400/retries/feed/feedtest"
 )
 
 // puts returns n put operations on ids 0 to n-1, one a line.
@@ -389,12 +389,12 @@ func TestFeedInterruptDuringOutage(t *testing.T) {
 	cfg.MaxProbeInterval = 20 * time.Millisecond
 	cfg.Grace = time.Hour
 	cfg.Failed = &failed
-	done := make(chan Result)
+	done := make(chan Report)
 	go func() {
 		res, _, _ := runTestFeed(t, ctx, cfg, puts(400))
 		done <- res
 	}()
-	var res Result
+	var res Report
 	select {
 	case res = <-done:
 	case <-time.After(20 * time.Second):

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed32e55400/retries/cmd/retries/internal/feedtest"
+	"github.com/seed32e55400/retries/feed/feedtest"
 )
 
 // TestFeedDispatchBytesBounded: operations of 1 MiB with a 4 MiB bound

@@ -1,0 +1,155 @@
+package feed
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"unicode/utf8"
+)
+
+// Operation is one operation of a feed: a put, an update or a remove of
+// one document.
+type Operation struct {
+	Kind Kind
+	// ID is the document id: id:NAMESPACE:TYPE::KEY, or with g=GROUP or
+	// n=NUMBER between the last two colons.
+	ID string
+	// Fields is the fields object of a put or an update, sent byte for
+	// byte; nil for a remove.
+	Fields json.RawMessage
+	// Condition is a test-and-set condition; "" for none.
+	Condition string
+	// Create makes a put or an update create the document if it is
+	// missing.
+	Create bool
+	// Line is the input line the operation starts on, when Read read it;
+	// 0 otherwise.
+	Line int
+	// Tag is the caller's own (a row id, a Kafka offset), handed back to
+	// Feed's done untouched.
+	Tag any
+
+	read *operation // what Read parsed, reused while the fields above still say the same
+}
+
+// Read returns the operations of the feed r holds, in Vespa's feed format,
+// as the strict reader of the feed command reads them: a stream of JSON
+// objects or one JSON array of them, each key exact and once, each id
+// valid. It reads r as the iteration goes, holding a 64 KiB window and one
+// operation.
+//
+// An operation that is not valid yields an *OperationError with its line,
+// and the reading goes on. Broken JSON, whose end cannot be known, and an
+// error reading r yield an *InputError saying where the input not read
+// starts, and the iteration ends.
+func Read(r io.Reader) iter.Seq2[Operation, error] {
+	return func(yield func(Operation, error) bool) {
+		rd := newOpReader(r)
+		for {
+			op, err := rd.next()
+			switch {
+			case err == io.EOF:
+				return
+			case err != nil:
+				var bad *OperationError
+				if !yield(Operation{}, err) || !errors.As(err, &bad) {
+					return
+				}
+			default:
+				if !yield(op.public(), nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// public returns op as an Operation, which remembers op.
+func (op *operation) public() Operation {
+	o := Operation{Kind: op.kind, ID: op.id, Condition: op.condition, Create: op.create, Line: op.line, Tag: op.tag, read: op}
+	if op.body != nil {
+		o.Fields = op.body[len(`{"fields":`) : len(op.body)-1 : len(op.body)-1]
+	}
+	return o
+}
+
+// prepare returns o ready to send: what Read parsed if o still says the
+// same, or else o written in the feed format and parsed as Read would, so
+// that the same rules apply to it.
+func prepare(o Operation) (*operation, error) {
+	if op := o.read; op != nil && op.kind == o.Kind && op.id == o.ID && op.condition == o.Condition &&
+		op.create == o.Create && op.line == o.Line && sameBytes(op.body, o.Fields) {
+		if op.tag != o.Tag {
+			c := *op
+			c.tag = o.Tag
+			return &c, nil
+		}
+		return op, nil
+	}
+	switch {
+	case o.Kind < Put || o.Kind > Remove:
+		return nil, fmt.Errorf("invalid operation: unknown kind %d", int(o.Kind))
+	case !utf8.ValidString(o.ID) || !utf8.ValidString(o.Condition):
+		// json.Marshal would make U+FFFD of the invalid bytes.
+		return nil, errors.New("invalid operation: the id or the condition is not valid UTF-8")
+	}
+	id, err := json.Marshal(o.ID)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, 64+len(o.ID)+len(o.Condition)+len(o.Fields))
+	b = append(append(append(append(b, `{"`...), o.Kind.String()...), `":`...), id...)
+	if o.Condition != "" {
+		c, err := json.Marshal(o.Condition)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, `,"condition":`...), c...)
+	}
+	if o.Create {
+		b = append(b, `,"create":true`...)
+	}
+	if o.Fields != nil {
+		b = append(append(b, `,"fields":`...), o.Fields...)
+	}
+	b = append(b, '}')
+	op, err := parseText(b)
+	if err != nil {
+		return nil, err
+	}
+	op.line, op.tag = o.Line, o.Tag
+	return op, nil
+}
+
+// parseText parses text, one operation in the feed format, as Read would.
+func parseText(text []byte) (*operation, error) {
+	rd := newOpReader(bytes.NewReader(text))
+	op, err := rd.next()
+	if err != nil {
+		var bad *OperationError
+		if errors.As(err, &bad) {
+			return nil, bad.Err
+		}
+		var in *InputError
+		if errors.As(err, &in) {
+			return nil, fmt.Errorf("invalid operation: %v", in.Err)
+		}
+		return nil, err
+	}
+	if _, err := rd.next(); err != io.EOF {
+		return nil, errors.New("invalid operation: more than one in its fields")
+	}
+	return op, nil
+}
+
+// sameBytes reports whether a body holds exactly fields, as public made it.
+func sameBytes(body []byte, fields json.RawMessage) bool {
+	if body == nil || fields == nil {
+		return body == nil && fields == nil
+	}
+	n := len(body) - len(`{"fields":}`)
+	return len(fields) == n && n > 0 && &fields[0] == &body[len(`{"fields":`)]
+}
