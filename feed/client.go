@@ -86,8 +86,19 @@ func (f *Client) Feed(ctx context.Context, ops iter.Seq2[Operation, error], done
 	defer f.sends.Done()
 	f.done = done
 	f.live.reset()
+	f.base = f.tally()
+	f.outage.Store(nil)
+	f.tlsErr.Store(nil)
+	f.setupErr.Store(nil)
+	f.broken = nil
+	f.mu.Lock()
+	f.unsent, f.lastErr, f.failedIDs = nil, nil, map[string]bool{}
+	f.refusal, f.refused = "", 0
+	f.mu.Unlock()
 	res := f.run(ctx, ops)
+	// The Sends after the Feed are not halted by its end.
 	f.done = nil
+	f.live.reset()
 	f.mu.Lock()
 	f.last = res
 	f.mu.Unlock()
@@ -105,7 +116,7 @@ func (f *Client) Feed(ctx context.Context, ops iter.Seq2[Operation, error], done
 	case ctx.Err() != nil:
 		cause = context.Cause(ctx)
 	}
-	msg := fmt.Sprintf("feed: %d of %d operations not acknowledged", res.failed, res.operations)
+	msg := fmt.Sprintf("feed: %d of %d elements not acknowledged", res.failed, res.elements)
 	if res.unread.line > 0 {
 		msg += fmt.Sprintf(", and the input from %v on not read", res.unread)
 	}

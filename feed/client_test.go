@@ -1,8 +1,20 @@
 package feed
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/seed32e55400/retries/feed/feedtest"
 )
 
 // TestDefaults: a zero field is the command's default, a negative
@@ -27,5 +39,365 @@ func TestDefaults(t *testing.T) {
 		if got := withDefaults(Config{ServerTimeout: server}).AttemptTimeout; got != want {
 			t.Errorf("ServerTimeout %v: AttemptTimeout %v, want %v", server, got, want)
 		}
+	}
+}
+
+// sendAll sends a put of each of goroutines×perG distinct documents from
+// goroutines goroutines at once, and returns the errors.
+func sendAll(t *testing.T, c *Client, goroutines, perG int) []error {
+	t.Helper()
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range perG {
+				_, err := c.Put(context.Background(), fmt.Sprintf("id:ns:d::%d-%d", g, i), json.RawMessage(`{"n":1}`))
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// TestSendConcurrentThrottled: 64 goroutines × 20 Sends against a server
+// that admits 600 requests a second and answers 429 beyond, and against
+// one with 8 slots that answers 429 when they are full: every document is
+// acknowledged and stored once, for at most 1.6 requests a document.
+func TestSendConcurrentThrottled(t *testing.T) {
+	t.Parallel()
+	const goroutines, perG = 64, 20
+	for _, tc := range []struct {
+		name  string
+		fault func() func(*http.Request, int) int
+	}{
+		{"rate_600", func() func(*http.Request, int) int {
+			var mu sync.Mutex
+			tokens, last := 10.0, time.Now()
+			return func(*http.Request, int) int {
+				mu.Lock()
+				defer mu.Unlock()
+				now := time.Now()
+				tokens = min(10, tokens+now.Sub(last).Seconds()*600)
+				last = now
+				if tokens < 1 {
+					return http.StatusTooManyRequests
+				}
+				tokens--
+				return 0
+			}
+		}},
+		{"slots_8", func() func(*http.Request, int) int {
+			var busy atomic.Int64
+			return func(*http.Request, int) int {
+				if busy.Add(1) > 8 {
+					busy.Add(-1)
+					return http.StatusTooManyRequests
+				}
+				defer busy.Add(-1)
+				time.Sleep(2 * time.Millisecond) // the server's service time
+				return 0
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := feedtest.New(t, tc.fault())
+			cfg := Config{URL: srv.URL}
+			c, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if errs := sendAll(t, c, goroutines, perG); len(errs) > 0 {
+				t.Errorf("%d Sends failed, the first: %v", len(errs), errs[0])
+			}
+			stored := map[string]int{}
+			for _, a := range srv.Applied() {
+				stored[strings.Fields(a)[1]]++
+			}
+			for k, n := range stored {
+				if n != 1 {
+					t.Errorf("%s stored %d times", k, n)
+				}
+			}
+			requests := c.wire.requests.Load()
+			if len(stored) != goroutines*perG || float64(requests) > 1.6*goroutines*perG {
+				t.Errorf("%d documents stored with %d requests, want %d with at most %.0f", len(stored), requests, goroutines*perG, 1.6*goroutines*perG)
+			}
+			t.Logf("%d requests for %d documents", requests, goroutines*perG)
+		})
+	}
+}
+
+// TestSendWaitsOutAnOutage: a server that answers 503 to everything for 2
+// s in the middle of concurrent Sends: none fails, and at most 100
+// requests go into the outage.
+func TestSendWaitsOutAnOutage(t *testing.T) {
+	t.Parallel()
+	srv, inOutage := outageServer(t, "503", 300, 2*time.Second)
+	c, err := New(Config{URL: srv.URL, MaxProbeInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if errs := sendAll(t, c, 32, 40); len(errs) > 0 {
+		t.Errorf("%d Sends failed, the first: %v", len(errs), errs[0])
+	}
+	if n := inOutage.Load(); n > 100 || n == 0 {
+		t.Errorf("%d requests during the outage, want 1 to 100", n)
+	}
+	if got := len(appliedIDs(srv)); got != 32*40 {
+		t.Errorf("%d documents stored, want %d", got, 32*40)
+	}
+}
+
+// TestSendUnsafeReset: a conditional update whose connection is reset
+// fails, with its outcome unknown, and is not sent again; a put in the
+// same situation is sent again and acknowledged.
+func TestSendUnsafeReset(t *testing.T) {
+	t.Parallel()
+	srv := feedtest.New(t, func(_ *http.Request, n int) int {
+		if n == 0 {
+			return feedtest.Reset
+		}
+		return 0
+	})
+	c, err := New(Config{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	res, err := c.Send(t.Context(), Operation{Kind: Update, ID: "id:ns:d::1", Condition: "d.n==1", Fields: json.RawMessage(`{"n":{"assign":2}}`)})
+	var fe *Error
+	if !errors.As(err, &fe) || !fe.Unknown || fe.Status != 0 || res.Attempts != 1 {
+		t.Errorf("conditional update: %+v, %v; want an *Error with its outcome unknown after 1 attempt", res, err)
+	}
+	if n := srv.Requests(http.MethodPut, "/document/v1/ns/d/docid/1?condition=d.n%3D%3D1"); n != 1 {
+		t.Errorf("the conditional update was sent %d times, want once", n)
+	}
+	res, err = c.Put(t.Context(), "id:ns:d::2", json.RawMessage(`{"n":2}`))
+	if err != nil || res.Status != 200 || res.Attempts != 2 {
+		t.Errorf("put: %+v, %v; want 200 after 2 attempts", res, err)
+	}
+}
+
+// TestSendAnswers: Send's error is nil exactly for an acknowledgement (a
+// 2xx, a 412, a 404 to a remove), and otherwise an *Error with the status;
+// an invalid Operation is refused before anything is sent; a closed Client
+// sends nothing.
+func TestSendAnswers(t *testing.T) {
+	t.Parallel()
+	srv := feedtest.New(t, func(r *http.Request, _ int) int {
+		switch {
+		case r.URL.Query().Has("condition"):
+			return http.StatusPreconditionFailed
+		case strings.HasSuffix(r.URL.Path, "/missing"):
+			return http.StatusNotFound
+		case strings.HasSuffix(r.URL.Path, "/bad"):
+			return http.StatusBadRequest
+		}
+		return 0
+	})
+	c, err := New(Config{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for _, tc := range []struct {
+		op     Operation
+		status int
+		ok     bool
+	}{
+		{Operation{Kind: Put, ID: "id:ns:d::1", Fields: json.RawMessage(`{}`)}, 200, true},
+		{Operation{Kind: Update, ID: "id:ns:d::1", Condition: "false", Fields: json.RawMessage(`{}`)}, 412, true},
+		{Operation{Kind: Remove, ID: "id:ns:d::missing"}, 404, true},
+		{Operation{Kind: Put, ID: "id:ns:d::missing", Fields: json.RawMessage(`{}`)}, 404, false},
+		{Operation{Kind: Put, ID: "id:ns:d::bad", Fields: json.RawMessage(`{}`)}, 400, false},
+	} {
+		res, err := c.Send(ctx, tc.op)
+		var fe *Error
+		if res.Status != tc.status || (err == nil) != tc.ok || !tc.ok && (!errors.As(err, &fe) || fe.Status != tc.status) {
+			t.Errorf("%s %s: %+v, %v; want status %d, acknowledged %v", tc.op.Kind, tc.op.ID, res, err, tc.status, tc.ok)
+		}
+	}
+	for _, bad := range []Operation{
+		{Kind: Put, ID: "nope", Fields: json.RawMessage(`{}`)},
+		{Kind: Put, ID: "id:ns:d::x"},
+		{Kind: Remove, ID: "id:ns:d::x", Fields: json.RawMessage(`{}`)},
+		{Kind: Put, ID: "id:ns:d::x", Fields: json.RawMessage(`[1]`)},
+		{Kind: Put, ID: "id:ns:d::x", Fields: json.RawMessage(`{} {}`)},
+		{Kind: Kind(7), ID: "id:ns:d::x"},
+		{Kind: Put, ID: "id:ns:d::\xff", Fields: json.RawMessage(`{}`)},
+	} {
+		if _, err := c.Send(ctx, bad); err == nil {
+			t.Errorf("Send(%+v) = nil, want an error", bad)
+		}
+	}
+	before := len(srv.Applied())
+	if err := c.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+	if _, err := c.Put(ctx, "id:ns:d::2", json.RawMessage(`{}`)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Put after Close = %v, want ErrClosed", err)
+	}
+	if len(srv.Applied()) != before {
+		t.Errorf("a closed Client sent a request")
+	}
+}
+
+// TestSendOrderPerID: Sends on one document go one at a time, in the
+// order they began, while the server delays at random.
+func TestSendOrderPerID(t *testing.T) {
+	t.Parallel()
+	srv := feedtest.New(t, func(*http.Request, int) int {
+		time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond) // the server's own delay
+		return 0
+	})
+	c, err := New(Config{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n, id = 30, "id:ns:d::same"
+	latest := func() chan struct{} {
+		c.order.mu.Lock()
+		defer c.order.mu.Unlock()
+		return c.order.last[id]
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		before := latest()
+		wg.Go(func() {
+			if _, err := c.Put(t.Context(), id, json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))); err != nil {
+				t.Errorf("Put %d: %v", i, err)
+			}
+		})
+		for latest() == before { // until Send i has taken its place
+			runtime.Gosched()
+		}
+	}
+	wg.Wait()
+	var got []string
+	for _, a := range srv.Applied() {
+		got = append(got, a[strings.LastIndexByte(a, ':')+1:len(a)-2])
+	}
+	if len(got) != n {
+		t.Fatalf("%d applied, want %d", len(got), n)
+	}
+	for i, g := range got {
+		if g != fmt.Sprint(i) {
+			t.Fatalf("applied in order %v, want 0 to %d", got, n-1)
+		}
+	}
+}
+
+// TestFeedDone: Feed calls done once for every element of ops, with the
+// reader's error, the Result, ErrHeldBack after a failure on the document,
+// and hands each Tag back; it returns nil only when every element was
+// acknowledged.
+func TestFeedDone(t *testing.T) {
+	t.Parallel()
+	srv := feedtest.New(t, func(r *http.Request, _ int) int {
+		if strings.HasSuffix(r.URL.Path, "/bad") {
+			return http.StatusBadRequest
+		}
+		return 0
+	})
+	c, err := New(Config{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ops := func(yield func(Operation, error) bool) {
+		for i, o := range []Operation{
+			{Kind: Put, ID: "id:ns:d::1", Fields: json.RawMessage(`{}`)},
+			{Kind: Put, ID: "id:ns:d::bad", Fields: json.RawMessage(`{}`)},
+			{Kind: Remove, ID: "id:ns:d::bad"},
+			{Kind: Put, ID: "not an id", Fields: json.RawMessage(`{}`)},
+			{Kind: Update, ID: "id:ns:d::1", Fields: json.RawMessage(`{"n":{"assign":1}}`)},
+		} {
+			o.Tag = i
+			if !yield(o, nil) {
+				return
+			}
+		}
+		yield(Operation{Tag: 5}, errors.New("the source failed"))
+	}
+	var mu sync.Mutex
+	got := map[any]string{}
+	err = c.Feed(t.Context(), ops, func(o Operation, r Result, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, dup := got[o.Tag]; dup {
+			t.Errorf("done called twice for %v", o.Tag)
+		}
+		switch {
+		case err == nil:
+			got[o.Tag] = fmt.Sprint(r.Status)
+		case errors.Is(err, ErrHeldBack):
+			got[o.Tag] = "held back"
+		default:
+			got[o.Tag] = "error"
+		}
+	})
+	want := map[any]string{0: "200", 1: "error", 2: "held back", 3: "error", 4: "200", 5: "error"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("done heard %v, want %v", got, want)
+	}
+	if err == nil || !strings.Contains(err.Error(), "feed: 4 of 6 elements not acknowledged") {
+		t.Errorf("Feed() = %v, want it to count 4 of 6 not acknowledged", err)
+	}
+	if err := c.Feed(t.Context(), Read(strings.NewReader(`{"put":"id:ns:d::2","fields":{}}`)), nil); err != nil {
+		t.Errorf("a second Feed, all acknowledged: %v", err)
+	}
+}
+
+// TestFeedOrderRandomDelays: under Feed, the operations on each document
+// are applied in the order ops yields them while the server delays each
+// request at random.
+func TestFeedOrderRandomDelays(t *testing.T) {
+	t.Parallel()
+	srv := feedtest.New(t, func(*http.Request, int) int {
+		time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond) // the server's own delay
+		return 0
+	})
+	c, err := New(Config{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const docs, perDoc = 20, 10
+	ops := func(yield func(Operation, error) bool) {
+		for v := range perDoc {
+			for d := range docs {
+				if !yield(Operation{Kind: Put, ID: fmt.Sprintf("id:ns:d::%d", d), Fields: json.RawMessage(fmt.Sprintf(`{"v":%d}`, v))}, nil) {
+					return
+				}
+			}
+		}
+	}
+	if err := c.Feed(t.Context(), ops, nil); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string][]string{}
+	for _, a := range srv.Applied() {
+		f := strings.Fields(a)
+		seen[f[1]] = append(seen[f[1]], f[2])
+	}
+	for doc, vs := range seen {
+		for v, body := range vs {
+			if body != fmt.Sprintf(`{"fields":{"v":%d}}`, v) {
+				t.Fatalf("%s: applied %v, want v 0 to %d in order", doc, vs, perDoc-1)
+			}
+		}
+	}
+	if len(seen) != docs {
+		t.Errorf("%d documents applied, want %d", len(seen), docs)
 	}
 }

@@ -141,6 +141,7 @@ type Config struct {
 // Report is what a feed did.
 type Report struct {
 	operations    int64 // read from the input, bad ones included
+	elements      int64 // what ops yielded, errors included
 	ok            int64 // acknowledged
 	failed        int64 // operations that failed, bad input included
 	badInput      int64
@@ -202,11 +203,9 @@ type Client struct {
 	outage                 atomic.Pointer[outageError] // set when the outage outlasted Config.MaxOutage
 	tlsErr                 atomic.Pointer[tlsStop]     // set at the first TLS error
 	setupErr               atomic.Pointer[setupStop]   // set when a wrong setup stops the feed
-	stopRun                func(cause error)           // ends the feed's reading and its new requests
 	acked                  atomic.Bool                 // an operation was acknowledged
 	live                   liveOps                     // the operations being sent
-	stop                   func(cause error)           // ends the feed's reading and sending at once
-	runCtx                 context.Context             // ends when the feed is interrupted or stopped: no new request then
+	running                atomic.Pointer[feedRun]     // the running Feed's, or idle
 	failedOut              *failedWriter               // nil without Config.Failed
 	unknownOut             *failedWriter               // Config.Unknown, or failedOut
 	unknown                atomic.Int64                // unsafe operations failed with their outcome unknown
@@ -224,6 +223,8 @@ type Client struct {
 	closeMu   sync.Mutex
 	closed    bool
 	sends     sync.WaitGroup // the Sends and Feeds running
+
+	base tally // the counts when the running Feed began
 
 	mu        sync.Mutex
 	last      Report                  // of the last Feed
@@ -250,8 +251,9 @@ func New(cfg Config) (*Client, error) {
 		}
 	}
 	cfg = withDefaults(cfg)
-	f := &Client{cfg: cfg, out: &lockedWriter{w: cfg.Log}, runCtx: context.Background(),
+	f := &Client{cfg: cfg, out: &lockedWriter{w: cfg.Log},
 		busy: map[string][]*operation{}, failedIDs: map[string]bool{}}
+	f.running.Store(&idle)
 	if cfg.Concurrency > 0 {
 		f.sendSlots = make(chan struct{}, cfg.Concurrency)
 	}
@@ -274,6 +276,18 @@ func New(cfg Config) (*Client, error) {
 	}
 	return f, nil
 }
+
+// feedRun is what the operations of a running Feed share: ctx ends when
+// the Feed is interrupted or stopped (no new request then); halt ends its
+// reading and new requests, stop also cancels the requests on the wire.
+type feedRun struct {
+	ctx        context.Context
+	halt, stop func(cause error)
+}
+
+// idle is the feedRun of a Client with no Feed running: Sends are not
+// stopped by a Feed's stops.
+var idle = feedRun{ctx: context.Background(), halt: func(error) {}, stop: func(error) {}}
 
 // withDefaults returns cfg with each zero field set to its default, and
 // each negative duration to 0 (none).
@@ -404,9 +418,9 @@ func (f *Client) run(ctx context.Context, ops iter.Seq2[Operation, error]) Repor
 	defer stopRun(nil)
 	sendCtx, cancelSend := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelSend(nil)
-	f.stop = func(cause error) { stopRun(cause); cancelSend(cause) }
-	f.runCtx, f.stopRun = runCtx, stopRun
-	context.AfterFunc(runCtx, func() { f.live.halt(stopCause(runCtx)) })
+	f.running.Store(&feedRun{ctx: runCtx, halt: stopRun, stop: func(cause error) { stopRun(cause); cancelSend(cause) }})
+	defer f.running.Store(&idle)
+	defer context.AfterFunc(runCtx, func() { f.live.halt(stopCause(runCtx)) })()
 	defer f.watchFirstResponse()()
 	finished := make(chan struct{})
 	go f.cancelAfterGrace(ctx, finished, cancelSend)
@@ -454,7 +468,7 @@ func (f *Client) run(ctx context.Context, ops iter.Seq2[Operation, error]) Repor
 		}
 	}
 	f.writeUnread(&res)
-	res.unknown = f.unknown.Load()
+	res.unknown = f.unknown.Load() - f.base.unknown
 	if f.failedOut != nil {
 		res.hasFailedFile = true
 		res.written, res.writeErr = f.failedOut.result()
@@ -536,6 +550,9 @@ func (f *Client) dispatchAll(ctx, sendCtx context.Context, items <-chan readItem
 		case <-ctx.Done():
 			return res, false
 		}
+		if it.err != io.EOF {
+			res.elements++
+		}
 		if it.after.line > 0 {
 			res.unread = it.after
 		}
@@ -607,18 +624,31 @@ func (f *Client) settle(res *Report, elapsed time.Duration) {
 
 // counters fills in res with the feed's counts after elapsed.
 func (f *Client) counters(res *Report, elapsed time.Duration) {
+	now := f.tally()
+	b := f.base
 	res.elapsed = elapsed
-	res.ok, res.failed = f.ok.Load(), f.failed.Load()
-	res.notFound, res.condFailed, res.refusals = f.notFound.Load(), f.condFailed.Load(), f.refusals.Load()
+	res.ok, res.failed = now.ok-b.ok, now.failed-b.failed
+	res.notFound, res.condFailed, res.refusals = now.notFound-b.notFound, now.condFailed-b.condFailed, now.refusals-b.refusals
+	res.operations, res.badInput, res.heldBack = now.read-b.read, now.badIn-b.badIn, now.heldBack-b.heldBack
 	res.inFlight = f.wire.inFlight.Load()
 	first := f.endpoints[0]
-	res.operations, res.badInput = f.read.Load(), f.badIn.Load()
 	res.wire, res.Limiter, res.Budget, res.Breaker = &f.wire, first.limiter, f.cfg.Budget, first.breaker
 	res.pauses, res.paused, _ = f.pause.stats()
 	res.endpoints = f.endpointsJSON()
+}
+
+// tally is the client's counts of operations since New, Sends included;
+// a Feed's are those since its start (Client.base).
+type tally struct {
+	ok, failed, notFound, condFailed, refusals, read, badIn, heldBack, unknown int64
+}
+
+func (f *Client) tally() tally {
 	f.mu.Lock()
-	res.heldBack = f.heldBack
+	heldBack := f.heldBack
 	f.mu.Unlock()
+	return tally{ok: f.ok.Load(), failed: f.failed.Load(), notFound: f.notFound.Load(), condFailed: f.condFailed.Load(),
+		refusals: f.refusals.Load(), read: f.read.Load(), badIn: f.badIn.Load(), heldBack: heldBack, unknown: f.unknown.Load()}
 }
 
 // current returns the feed's counts so far, as a Report for the summary.
@@ -736,7 +766,7 @@ func (f *Client) stopOnTLS(err error) {
 	e := &tlsStop{err: err}
 	if f.tlsErr.CompareAndSwap(nil, e) {
 		f.out.printf("retries feed: stopping: TLS: %v\n", err)
-		f.stop(e)
+		f.running.Load().stop(e)
 	}
 }
 
@@ -905,7 +935,7 @@ func (f *Client) succeeded(op *operation, st *opState, status int) bool {
 // been applied, to Config.Unknown.
 func (f *Client) fail(op *operation, err error, st *opState, status int) {
 	st.result = Result{Status: status, Attempts: int(st.attempts.Load())}
-	if st.attempts.Load() == 0 && f.runCtx.Err() != nil && errors.Is(err, stopCause(f.runCtx)) {
+	if run := f.running.Load().ctx; st.attempts.Load() == 0 && run.Err() != nil && errors.Is(err, stopCause(run)) {
 		st.err = &Error{Err: ErrNotSent}
 		f.mu.Lock()
 		f.unsent = append(f.unsent, op) // reported, written and told at the end

@@ -248,6 +248,6 @@ func (f *Client) outageTooLong() {
 	err := &outageError{limit: f.cfg.MaxOutage}
 	if f.outage.CompareAndSwap(nil, err) {
 		f.out.printf("retries feed: stopping: %v\n", err)
-		f.stop(err)
+		f.running.Load().stop(err)
 	}
 }

@@ -70,7 +70,7 @@ func (f *Client) stopSetup(msg string) {
 	e := &setupStop{msg: msg}
 	if f.setupErr.CompareAndSwap(nil, e) {
 		f.out.printf("retries feed: stopping: %s\n", msg)
-		f.stopRun(e)
+		f.running.Load().halt(e)
 	}
 }
 
