@@ -134,11 +134,11 @@ func (f *Client) Report() Report {
 	return f.last
 }
 
-// Send sends op, waiting until it is acknowledged or has failed, through
+// Send sends o, waiting until it is acknowledged or has failed, through
 // the same layers as Feed: the limiter, the breaker, the budget and the
-// retry rules that depend on whether op is safe to repeat. The Sends on
+// retry rules that depend on whether o is safe to repeat. The Sends on
 // one document id go out one at a time, in the order they began. It
-// returns a nil error exactly when op was acknowledged: a 2xx, a 412, or a
+// returns a nil error exactly when o was acknowledged: a 2xx, a 412, or a
 // 404 for a remove; otherwise an *Error.
 //
 // Send is safe for any number of goroutines; they share the Client's

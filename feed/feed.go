@@ -1,7 +1,17 @@
-// Package feed is the engine of the retries feed command: it reads Vespa
-// feed operations and sends them to a document/v1 endpoint through two
-// retrying layers, one operation at a time per document, and reports what
-// became of each.
+// Package feed is a Vespa feed client: it sends puts, updates and removes
+// to a document/v1 endpoint through the retry layers of package retries,
+// and says what became of each. It is the engine of the retries feed
+// command.
+//
+// A Client has, per endpoint, an adaptive limiter, a circuit breaker that
+// waits out an outage with probes, and a retry budget shared by all its
+// operations. Send (and Put, Update and Remove) sends one operation and
+// waits for its answer, from any number of goroutines; Feed sends a
+// stream of them, such as Read's from a file in Vespa's feed format, with
+// a callback per operation. Operations on one document go out one at a
+// time, in order. An operation that is not safe to repeat (a conditional
+// or arithmetic update) is sent again only after an answer that says it
+// was not applied.
 package feed
 
 import (
@@ -138,7 +148,9 @@ type Config struct {
 	Calls *retries.Observer
 }
 
-// Report is what a feed did.
+// Report is what a Feed did: its counts, what it wrote, why it stopped
+// early, and its limiter, budget and breaker; Summary gives it as the
+// feed command's JSON.
 type Report struct {
 	operations    int64 // read from the input, bad ones included
 	elements      int64 // what ops yielded, errors included
@@ -192,7 +204,9 @@ func (r Report) SetupError() error { return r.setupErr }
 // acknowledged.
 func (r Report) Complete() bool { return r.failed == 0 && r.unread.line == 0 }
 
-// Client sends operations to a document/v1 endpoint.
+// Client sends operations to the document/v1 endpoints of a Config. Its
+// limiters, breakers and budget are shared by all its Sends and its Feed.
+// A Client is safe for concurrent use by multiple goroutines.
 type Client struct {
 	cfg                    Config
 	endpoints              []*endpoint

@@ -1,7 +1,6 @@
 package feed
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,6 +94,9 @@ func prepare(o Operation) (*operation, error) {
 	case !utf8.ValidString(o.ID) || !utf8.ValidString(o.Condition):
 		// json.Marshal would make U+FFFD of the invalid bytes.
 		return nil, errors.New("invalid operation: the id or the condition is not valid UTF-8")
+	case o.Fields != nil && !json.Valid(o.Fields):
+		// parseOp checks the operation's keys and values, not its syntax.
+		return nil, errors.New("invalid operation: the fields are not valid JSON")
 	}
 	id, err := json.Marshal(o.ID)
 	if err != nil {
@@ -116,32 +118,11 @@ func prepare(o Operation) (*operation, error) {
 		b = append(append(b, `,"fields":`...), o.Fields...)
 	}
 	b = append(b, '}')
-	op, err := parseText(b)
+	op, err := parseOp(b, o.Line)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("invalid operation: %v", err)
 	}
-	op.line, op.tag = o.Line, o.Tag
-	return op, nil
-}
-
-// parseText parses text, one operation in the feed format, as Read would.
-func parseText(text []byte) (*operation, error) {
-	rd := newOpReader(bytes.NewReader(text))
-	op, err := rd.next()
-	if err != nil {
-		var bad *OperationError
-		if errors.As(err, &bad) {
-			return nil, bad.Err
-		}
-		var in *InputError
-		if errors.As(err, &in) {
-			return nil, fmt.Errorf("invalid operation: %v", in.Err)
-		}
-		return nil, err
-	}
-	if _, err := rd.next(); err != io.EOF {
-		return nil, errors.New("invalid operation: more than one in its fields")
-	}
+	op.tag = o.Tag
 	return op, nil
 }
 

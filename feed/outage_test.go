@@ -61,7 +61,11 @@ func outageServer(t *testing.T, kind string, outageAt int, outage time.Duration)
 			begun, until = true, time.Now().Add(outage)
 			if kind == "down" {
 				go srv.Down() // this request is answered; the next ones are refused
-				time.AfterFunc(outage, func() { srv.Up(t) })
+				time.AfterFunc(outage, func() {
+					if err := srv.Up(); err != nil {
+						t.Error(err)
+					}
+				})
 				return 0
 			}
 		case !begun || time.Now().After(until) || kind == "down":

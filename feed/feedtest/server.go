@@ -1,5 +1,7 @@
-// Package feedtest provides a document/v1 server on a loopback port for the
-// tests of the feed engine and of the feed command.
+// Package feedtest provides a Vespa document/v1 server on a loopback port
+// for tests of code that feeds Vespa, as net/http/httptest does for HTTP:
+// it answers as Vespa does, fails, throttles and resets connections as
+// told, and records what it applied.
 package feedtest
 
 import (
@@ -37,17 +39,26 @@ type Server struct {
 	conns   map[string]bool // the remote addresses of the requests
 }
 
-// New starts a Server with fault, which may be nil (every request
-// succeeds), and closes it when the test ends.
-func New(t testing.TB, fault func(r *http.Request, n int) int) *Server {
-	t.Helper()
+// NewServer starts a Server with fault, which may be nil (every request
+// is applied). The caller closes it with Close.
+func NewServer(fault func(r *http.Request, n int) int) *Server {
 	s := &Server{fault: fault, seen: map[string]int{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// New starts a Server with fault, as NewServer does, and closes it when
+// the test ends.
+func New(t testing.TB, fault func(r *http.Request, n int) int) *Server {
+	t.Helper()
+	s := NewServer(fault)
 	t.Cleanup(s.Close)
 	return s
 }
 
-// NewH2C starts a Server that speaks HTTP/1 and HTTP/2 without TLS.
+// NewH2C starts a Server that speaks HTTP/1.1 and HTTP/2 without TLS (as
+// Vespa's feed clients speak to a container with prior knowledge), and
+// closes it when the test ends.
 func NewH2C(t testing.TB) *Server {
 	t.Helper()
 	s := &Server{seen: map[string]int{}}
@@ -160,13 +171,13 @@ func (s *Server) Down() {
 }
 
 // Up listens again on the address Down gave up. It may be called from any
-// goroutine.
-func (s *Server) Up(t testing.TB) {
+// goroutine, but not at once with Close.
+func (s *Server) Up() error {
 	ln, err := net.Listen("tcp", s.Listener.Addr().String())
 	if err != nil {
-		t.Errorf("listening again: %v", err)
-		return
+		return fmt.Errorf("listening again: %w", err)
 	}
 	s.Listener = ln
 	go func() { _ = s.Config.Serve(ln) }()
+	return nil
 }
