@@ -126,6 +126,11 @@ func (f *Client) Feed(ctx context.Context, ops iter.Seq2[Operation, error], done
 	return errors.New(msg)
 }
 
+// Counts returns the client's counts so far, since New: its Sends' and
+// Feeds' operations, the requests on the wire, and the first endpoint's
+// limit; Elapsed and Rate are zero.
+func (f *Client) Counts() Progress { return f.snapshot() }
+
 // Report returns the report of the last Feed that ended: its counts, the
 // state of its limiter, budget and breaker, and what it wrote.
 func (f *Client) Report() Report {
@@ -152,6 +157,9 @@ func (f *Client) Send(ctx context.Context, o Operation) (Result, error) {
 		return Result{}, &Error{Err: ErrClosed}
 	}
 	defer f.sends.Done()
+	if err := f.outage.Load(); err != nil && f.pause.paused() {
+		return Result{}, &Error{Err: err} // the outage has outlasted MaxOutage, and goes on
+	}
 	release, err := f.order.acquire(ctx, op.id)
 	if err != nil {
 		return Result{}, &Error{Err: err}

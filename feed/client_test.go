@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed32e55400/retries"
 	"github.com/seed32e55400/retries/feed/feedtest"
 )
 
@@ -399,5 +401,94 @@ func TestFeedOrderRandomDelays(t *testing.T) {
 	}
 	if len(seen) != docs {
 		t.Errorf("%d documents applied, want %d", len(seen), docs)
+	}
+}
+
+// TestSendErrorCauses: a Send's *Error matches its cause: the budget's
+// refusal, an outage longer than MaxOutage (retries.ErrBreakerOpen), and
+// the context's end.
+func TestSendErrorCauses(t *testing.T) {
+	t.Parallel()
+	srv := feedtest.New(t, func(*http.Request, int) int { return http.StatusServiceUnavailable })
+	put := func(c *Client, ctx context.Context, i int) error {
+		_, err := c.Put(ctx, fmt.Sprintf("id:ns:d::%d", i), json.RawMessage(`{}`))
+		return err
+	}
+	t.Run("budget", func(t *testing.T) {
+		t.Parallel()
+		c, _ := New(Config{URL: srv.URL, Budget: retries.NewBudget(0, 0)}) // no retry at all
+		defer c.Close()
+		var fe *Error
+		if err := put(c, t.Context(), 1); !errors.Is(err, retries.ErrBudgetExhausted) || !errors.As(err, &fe) || fe.Status != 503 {
+			t.Errorf("Put = %v, want an *Error with status 503 matching retries.ErrBudgetExhausted", err)
+		}
+	})
+	t.Run("outage", func(t *testing.T) {
+		t.Parallel()
+		c, _ := New(Config{URL: srv.URL, MaxOutage: 300 * time.Millisecond, MaxProbeInterval: 20 * time.Millisecond, NoBudget: true})
+		defer c.Close()
+		var wg sync.WaitGroup
+		var outage atomic.Int64
+		for i := range 32 {
+			wg.Go(func() {
+				err := put(c, t.Context(), i)
+				if err == nil {
+					t.Errorf("Put %d = nil against a server that answers 503", i)
+				}
+				if errors.Is(err, retries.ErrBreakerOpen) {
+					outage.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if outage.Load() == 0 {
+			t.Errorf("no Put failed with the outage; want those that waited it out to")
+		}
+		if err := put(c, t.Context(), 99); !errors.Is(err, retries.ErrBreakerOpen) {
+			t.Errorf("a Put while the too long outage goes on = %v, want retries.ErrBreakerOpen at once", err)
+		}
+	})
+	t.Run("context", func(t *testing.T) {
+		t.Parallel()
+		c, _ := New(Config{URL: srv.URL})
+		defer c.Close()
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if err := put(c, ctx, 1); !errors.Is(err, context.Canceled) {
+			t.Errorf("Put with a canceled context = %v, want context.Canceled", err)
+		}
+	})
+}
+
+// TestRead: Read yields each operation with its line, an
+// *OperationError for an invalid one and reads on, and ends with an
+// *InputError for broken JSON, whose Rest is the input from there on.
+func TestRead(t *testing.T) {
+	t.Parallel()
+	in := "{\"put\":\"id:a:b::1\",\"fields\":{\"x\":1}}\n{\"put\":\"nope\",\"fields\":{}}\n{\"remove\":\"id:a:b::2\"}\n{\"put\": ]\n{\"remove\":\"id:a:b::3\"}\n"
+	var got []string
+	var rest string
+	for op, err := range Read(strings.NewReader(in)) {
+		var bad *OperationError
+		var stop *InputError
+		switch {
+		case errors.As(err, &bad):
+			got = append(got, fmt.Sprintf("bad @%d", bad.Line))
+		case errors.As(err, &stop):
+			got = append(got, fmt.Sprintf("stop @%d+%d", stop.Line, stop.Offset))
+			b, _ := io.ReadAll(stop.Rest())
+			rest = string(b)
+		case err != nil:
+			t.Fatal(err)
+		default:
+			got = append(got, fmt.Sprintf("%s %s @%d %s", op.Kind, op.ID, op.Line, op.Fields))
+		}
+	}
+	want := []string{"put id:a:b::1 @1 {\"x\":1}", "bad @2", "remove id:a:b::2 @3 ", "stop @4+87"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Read yielded %q, want %q", got, want)
+	}
+	if want := "{\"put\": ]\n{\"remove\":\"id:a:b::3\"}\n"; rest != want {
+		t.Errorf("Rest() = %q, want %q", rest, want)
 	}
 }

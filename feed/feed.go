@@ -303,6 +303,18 @@ type feedRun struct {
 // stopped by a Feed's stops.
 var idle = feedRun{ctx: context.Background(), halt: func(error) {}, stop: func(error) {}}
 
+// refusedAfter is the error of an operation whose retry a shared object
+// (the budget) refused, after its last outcome: a response's status, or an
+// error.
+type refusedAfter struct {
+	status        int // the last response's, or 0
+	last, refusal error
+}
+
+func (e *refusedAfter) Error() string { return e.last.Error() + "; " + e.refusal.Error() }
+
+func (e *refusedAfter) Unwrap() []error { return []error{e.last, e.refusal} }
+
 // withDefaults returns cfg with each zero field set to its default, and
 // each negative duration to 0 (none).
 func withDefaults(cfg Config) Config {
@@ -395,11 +407,11 @@ func (f *Client) newEndpoint(raw string) *endpoint {
 				// Say why the operation failed: the budget, after this
 				// outcome.
 				f.refusals.Add(1)
-				last := s.Err
+				e := &refusedAfter{last: s.Err, refusal: s.Refusal}
 				if resp, ok := s.Value.(*http.Response); ok {
-					last = errors.New(resp.Status)
+					e.last, e.status = errors.New(resp.Status), resp.StatusCode
 				}
-				return fmt.Errorf("%v; %w", last, s.Refusal)
+				return e
 			}),
 		)
 		return &http.Client{
@@ -894,7 +906,12 @@ func (f *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 		if isTLSError(err) {
 			f.stopOnTLS(err)
 		}
-		f.fail(op, err, st, 0)
+		status := 0
+		var refused *refusedAfter
+		if errors.As(err, &refused) {
+			status = refused.status
+		}
+		f.fail(op, err, st, status)
 		return false, false
 	}
 	if resp.StatusCode/100 == 2 {

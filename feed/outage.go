@@ -133,6 +133,9 @@ func (p *pause) wait(ctx context.Context) error {
 	}
 }
 
+// paused reports whether a pause is on.
+func (p *pause) paused() bool { return p.waiting.Load() != nil }
+
 // stats returns the pauses so far and the time spent paused.
 func (p *pause) stats() (count int64, paused time.Duration, on bool) {
 	p.mu.Lock()
@@ -237,6 +240,9 @@ func (f *Client) onBreaker(e *endpoint, from, to retries.BreakerState) {
 		}
 	case !all && to == retries.BreakerClosed:
 		if d, ok := f.pause.end(now); ok {
+			if f.running.Load() == &idle { // the next outage of the Sends has its own MaxOutage
+				f.outage.Store(nil)
+			}
 			f.out.printf("retries feed: resumed: the server answers again, after a pause of %v\n", d.Round(100*time.Millisecond))
 		}
 	}
@@ -249,5 +255,6 @@ func (f *Client) outageTooLong() {
 	if f.outage.CompareAndSwap(nil, err) {
 		f.out.printf("retries feed: stopping: %v\n", err)
 		f.running.Load().stop(err)
+		f.live.haltEach(err) // the Sends waiting out the outage too
 	}
 }

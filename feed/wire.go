@@ -139,6 +139,16 @@ func (l *liveOps) add(s *opState) {
 	l.ops[s] = struct{}{}
 }
 
+// haltEach halts every operation being sent with cause, and none added
+// later.
+func (l *liveOps) haltEach(cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for s := range l.ops {
+		s.halt(cause)
+	}
+}
+
 // reset makes l halt nothing: a new Feed begins.
 func (l *liveOps) reset() {
 	l.mu.Lock()
