@@ -132,11 +132,17 @@ func (f *Client) Feed(ctx context.Context, ops iter.Seq2[Operation, error], done
 func (f *Client) Counts() Progress { return f.snapshot() }
 
 // Report returns the report of the last Feed that ended: its counts, the
-// state of its limiter, budget and breaker, and what it wrote.
+// state of its limiter, budget and breaker, and what it wrote. Before a
+// Feed has ended, it reports the client's Sends so far.
 func (f *Client) Report() Report {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.last
+	last := f.last
+	f.mu.Unlock()
+	if last.wire == nil {
+		f.counters(&last, 0)
+		last.counts = f.snapshot()
+	}
+	return last
 }
 
 // Send sends o, waiting until it is acknowledged or has failed, through

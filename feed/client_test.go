@@ -492,3 +492,24 @@ func TestRead(t *testing.T) {
 		t.Errorf("Rest() = %q, want %q", rest, want)
 	}
 }
+
+// TestReportOfSends: before any Feed, Report gives the Sends' counts and
+// the shared objects, as a program showing progress wants them.
+func TestReportOfSends(t *testing.T) {
+	t.Parallel()
+	srv := feedtest.New(t, nil)
+	c, err := New(Config{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 3 {
+		if _, err := c.Put(t.Context(), fmt.Sprintf("id:ns:d::%d", i), json.RawMessage(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := c.Report()
+	if r.Counts().Acknowledged != 3 || c.Counts().Requests != 3 || r.Limiter == nil || r.Breaker == nil || r.Budget == nil {
+		t.Errorf("Report counts %+v, limiter %v, breaker %v, budget %v; want 3 acknowledged and the shared objects", r.Counts(), r.Limiter, r.Breaker, r.Budget)
+	}
+}
