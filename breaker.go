@@ -68,8 +68,10 @@ type BreakerConfig struct {
 // success is any other answer (a 404, a 412). Backpressure, any other error
 // that is not retried, and an attempt whose context ended are neither.
 // While it is open, it lets one attempt through as a probe each interval;
-// a probe that fails doubles the interval, up to MaxProbeInterval, and any
-// success closes the breaker.
+// a probe that fails doubles the interval, up to MaxProbeInterval, and a
+// probe that succeeds closes the breaker. An attempt let through before
+// the breaker opened that succeeds after it does not close it: it says
+// nothing of the server since.
 //
 // A Breaker is safe for concurrent use by multiple goroutines; share one
 // per server, and do not copy it.
@@ -253,7 +255,10 @@ func (b *Breaker) report(probe bool, o breakerOutcome) (outage bool) {
 		b.successes++
 		b.record(false)
 		b.streak = 0
-		if b.state != BreakerClosed {
+		// Only a probe's success closes the breaker: an attempt let
+		// through before it opened, answered since, says nothing of the
+		// server now.
+		if probe && b.state != BreakerClosed {
 			b.close(now)
 		}
 	case breakerFailure:

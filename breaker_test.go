@@ -537,3 +537,36 @@ func TestRetryIfOutage(t *testing.T) {
 		}
 	})
 }
+
+// TestBreakerStaleSuccessKeepsItOpen: an attempt let through while the
+// breaker was closed that succeeds after it opened (it was on the wire
+// when the server went away) says nothing of the server since, and does
+// not close the breaker; the next probe decides. Before, it closed it, and
+// the attempts after it met the outage with the breaker closed.
+func TestBreakerStaleSuccessKeepsItOpen(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := retries.NewBreaker(retries.BreakerConfig{})
+		p := retries.New(retries.WithBreaker(b))
+		release := make(chan struct{})
+		staleDone := make(chan error)
+		go func() { // admitted while closed, answered once the breaker is open
+			staleDone <- p.Do(t.Context(), func(context.Context) error { <-release; return nil })
+		}()
+		synctest.Wait()
+		for b.State() != retries.BreakerOpen {
+			_ = p.Do(t.Context(), func(context.Context) error { return errDown })
+		}
+		close(release)
+		if err := <-staleDone; err != nil {
+			t.Fatalf("the stale attempt's call = %v, want its success", err)
+		}
+		if s := b.State(); s == retries.BreakerClosed {
+			t.Errorf("a success of an attempt let through before the opening closed the breaker")
+		}
+		// A probe's success closes it.
+		if err := p.Do(t.Context(), func(context.Context) error { return nil }); err != nil || b.State() != retries.BreakerClosed {
+			t.Errorf("after a probe's success: %v, state %v; want closed", err, b.State())
+		}
+	})
+}
