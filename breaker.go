@@ -73,8 +73,9 @@ type BreakerConfig struct {
 // the breaker opened that succeeds after it does not close it: it says
 // nothing of the server since.
 //
-// A Breaker is safe for concurrent use by multiple goroutines; share one
-// per server, and do not copy it.
+// The zero Breaker is usable, as NewBreaker(BreakerConfig{}). A Breaker is
+// safe for concurrent use by multiple goroutines; share one per server,
+// and do not copy it.
 type Breaker struct {
 	cfg BreakerConfig
 
@@ -127,6 +128,15 @@ func NewBreaker(c BreakerConfig) *Breaker {
 	b.closed.Store(true)
 	b.healthy.Store(true)
 	return b
+}
+
+// maxProbe is the cap on the interval between probes: MaxProbeInterval,
+// or its default for the zero Breaker.
+func (b *Breaker) maxProbe() time.Duration {
+	if b.cfg.MaxProbeInterval > 0 {
+		return b.cfg.MaxProbeInterval
+	}
+	return breakerMaxWait
 }
 
 // State returns the breaker's state.
@@ -269,9 +279,9 @@ func (b *Breaker) report(probe bool, o breakerOutcome) (outage bool) {
 		}
 		switch {
 		case b.state == BreakerClosed && b.failing(now):
-			b.open(now, min(breakerFirstWait, b.cfg.MaxProbeInterval))
+			b.open(now, min(breakerFirstWait, b.maxProbe()))
 		case probe:
-			b.open(now, min(2*b.interval, b.cfg.MaxProbeInterval))
+			b.open(now, min(2*b.interval, b.maxProbe()))
 		}
 		if b.state != BreakerClosed {
 			b.outageFails++

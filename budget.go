@@ -25,8 +25,9 @@ var ErrBudgetExhausted = errors.New("retries: retry budget exhausted")
 //
 // [WithBudget] attaches a Budget to a [Policy] and says how calls use it.
 //
-// A Budget is shared by every policy and goroutine given it and is safe for
-// concurrent use. Share one per server (per endpoint and process), not
+// The zero Budget is valid, but refuses every retry, as NewBudget(0, 0)
+// does. A Budget is shared by every policy and goroutine given it and is
+// safe for concurrent use. Share one per server (per endpoint and process), not
 // across unrelated servers: one failing server would otherwise spend the
 // budget of the healthy ones.
 //
@@ -36,7 +37,8 @@ var ErrBudgetExhausted = errors.New("retries: retry budget exhausted")
 type Budget struct {
 	ratio, minPerSecond float64
 
-	epoch time.Time // NewBudget's time: slices are counted from it
+	epoch     time.Time // NewBudget's time, or the zero Budget's first use: slices are counted from it
+	epochOnce sync.Once
 
 	// The counts since NewBudget. A first attempt adds to one shard of
 	// deposits, picked by its goroutine's stack, so that goroutines on
@@ -180,7 +182,19 @@ func (b *Budget) windowStart() budgetCounts {
 
 // index returns the slice the clock is in. It reads the monotonic clock
 // only (time.Since costs half of time.Now).
-func (b *Budget) index() int64 { return int64(time.Since(b.epoch) / budgetTick) }
+func (b *Budget) index() int64 { return int64(b.since() / budgetTick) }
+
+// since returns the time since the budget's epoch: NewBudget's time, or,
+// for the zero Budget, its first use (from year 1, the slice arithmetic
+// would overflow and its timer fire at once, again and again).
+func (b *Budget) since() time.Duration {
+	b.epochOnce.Do(func() {
+		if b.epoch.IsZero() {
+			b.epoch = time.Now()
+		}
+	})
+	return time.Since(b.epoch)
+}
 
 // markLocked marks c as the counts at the start of every slice after head
 // up to idx, and moves head to idx. b.mu is held.
@@ -218,7 +232,7 @@ func (b *Budget) wake() {
 // armLocked sets the timer for the start of the slice after idx. b.mu is
 // held.
 func (b *Budget) armLocked(idx int64) {
-	time.AfterFunc(time.Duration(idx+1)*budgetTick-time.Since(b.epoch), b.tick)
+	time.AfterFunc(time.Duration(idx+1)*budgetTick-b.since(), b.tick)
 }
 
 // tick marks the start of the slice the clock is in with the counts now,
