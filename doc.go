@@ -7,7 +7,9 @@
 // gives up, and optional hooks. [Policy.Do] runs a function under a Policy,
 // and [DoValue] does the same for a function that returns a value:
 //
-//	resp, err := retries.DoValue(ctx, retries.DocV1, send)
+//	resp, err := retries.DoValue(ctx, retries.DocV1, func(ctx context.Context) (*http.Response, error) {
+//		return http.DefaultClient.Do(req.WithContext(ctx))
+//	})
 //
 // The seven policies of pyvespa are package variables with exactly its
 // numbers: [Query], [DocV1], [Throttle], [SyncRequest], [Visit],

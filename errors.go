@@ -42,7 +42,9 @@ type RetryError struct {
 	// next wait would have ended at or after the context's deadline.
 	ContextErr error
 	// Refusal is why the policy gave up before its Stop did:
-	// [ErrBudgetExhausted] when its Budget refused the next retry; nil
+	// [ErrBudgetExhausted] when its Budget refused the next retry,
+	// [ErrBreakerOpen] when its Breaker let no attempt through (it fails
+	// fast, or the context ended while the call waited for it); nil
 	// otherwise.
 	Refusal error
 

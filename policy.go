@@ -72,7 +72,8 @@ type State struct {
 	OutageAttempts int
 	// Refusal is why the policy gave up before its Stop did, for the
 	// exhaustion callback: [ErrBudgetExhausted] when the policy's [Budget]
-	// refused the next retry. It is nil otherwise.
+	// refused the next retry, [ErrBreakerOpen] when its [Breaker] let no
+	// attempt through (it fails fast). It is nil otherwise.
 	Refusal error
 }
 
