@@ -29,7 +29,7 @@
 // attempts to a server that has gone away and probes until it is back.
 //
 // An [Observer] ([WithObserver]) sees every call start, attempt, wait, be
-// refused or held, and end; the module github.com/seed32e55400/retries/otel
+// refused or held, and end; the module github.com/seed32e55400/retries/otelretries
 // turns those events into OpenTelemetry metrics and spans.
 //
 // A Policy is safe for concurrent use by multiple goroutines: each call to

@@ -1,4 +1,4 @@
-// Package otel turns the events of [retries] policies into OpenTelemetry
+// Package otelretries turns the events of [retries] policies into OpenTelemetry
 // metrics and traces, and reports the state of their shared objects (a
 // [retries.Budget], [retries.Limiter] or [retries.Breaker]) as observable
 // gauges. It is a module of its own, so that the retries package keeps its
@@ -6,7 +6,7 @@
 //
 // Attach the observer to a policy, named for the attributes:
 //
-//	obs, err := otel.NewObserver()
+//	obs, err := otelretries.NewObserver()
 //	p := retries.DocV1.Copy(retries.WithObserver(obs))
 //
 // Every call of p then counts in the metrics below, and runs in a span of
@@ -45,7 +45,7 @@
 // in memory; spans go to the tracer provider's span processors, so give it
 // a batching one (sdktrace.WithBatcher), which drops spans rather than
 // block, and not a synchronous one, outside tests.
-package otel
+package otelretries
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-module github.com/seed32e55400/retries/otel
+module github.com/seed32e55400/retries/otelretries
 
 go 1.26.0
 

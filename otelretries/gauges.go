@@ -1,4 +1,4 @@
-package otel
+package otelretries
 
 import (
 	"context"
@@ -54,7 +54,7 @@ func RegisterLimiter(meter metric.Meter, name string, l *retries.Limiter) (metri
 // times it opened as the observable counter retries.breaker.opened, named
 // by name.
 func RegisterBreaker(meter metric.Meter, name string, b *retries.Breaker) (metric.Registration, error) {
-	state, err := meter.Int64ObservableGauge("retries.breaker.state", metric.WithUnit("1"),
+	state, err := meter.Int64ObservableGauge("retries.breaker.state", metric.WithUnit("{state}"),
 		metric.WithDescription("The circuit breaker's state: 0 closed, 1 half-open, 2 open."))
 	if err != nil {
 		return nil, err

@@ -1,11 +1,11 @@
-package otel_test
+package otelretries_test
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/seed32e55400/retries"
-	rotel "github.com/seed32e55400/retries/otel"
+	"github.com/seed32e55400/retries/otelretries"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
@@ -15,8 +15,8 @@ import (
 // global ones.
 func ExampleNewObserver() {
 	reader := sdkmetric.NewManualReader()
-	obs, err := rotel.NewObserver(rotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))),
-		rotel.WithoutSpans())
+	obs, err := otelretries.NewObserver(otelretries.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))),
+		otelretries.WithoutSpans())
 	if err != nil {
 		panic(err)
 	}
@@ -28,8 +28,8 @@ func ExampleNewObserver() {
 	for _, m := range rm.ScopeMetrics[0].Metrics {
 		if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "retries.calls" {
 			for _, dp := range sum.DataPoints {
-				policy, _ := dp.Attributes.Value(rotel.PolicyKey)
-				outcome, _ := dp.Attributes.Value(rotel.OutcomeKey)
+				policy, _ := dp.Attributes.Value(otelretries.PolicyKey)
+				outcome, _ := dp.Attributes.Value(otelretries.OutcomeKey)
 				fmt.Println(m.Name, policy.AsString(), outcome.AsString(), dp.Value)
 			}
 		}

@@ -1,4 +1,4 @@
-package otel
+package otelretries
 
 import (
 	"net/http"
@@ -18,7 +18,7 @@ const ResendKey = attribute.Key("http.request.resend_count")
 // [retries.TransportAttempt]) on the client span otelhttp started, which
 // is where otelhttp users look for it:
 //
-//	base := otelhttp.NewTransport(otel.ResendCount(http.DefaultTransport))
+//	base := otelhttp.NewTransport(otelretries.ResendCount(http.DefaultTransport))
 //	client := &http.Client{Transport: retries.NewTransport(base, p)}
 //
 // A nil base means [http.DefaultTransport]. A first attempt gets no

@@ -1,4 +1,4 @@
-package otel_test
+package otelretries_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/seed32e55400/retries"
-	rotel "github.com/seed32e55400/retries/otel"
+	"github.com/seed32e55400/retries/otelretries"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -33,7 +33,7 @@ func setup(t *testing.T) (*retries.Observer, *sdkmetric.ManualReader, *tracetest
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	obs, err := rotel.NewObserver(rotel.WithMeterProvider(mp), rotel.WithTracerProvider(tp))
+	obs, err := otelretries.NewObserver(otelretries.WithMeterProvider(mp), otelretries.WithTracerProvider(tp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestCallThatRetriesTwice(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := collect(t, reader)
-		if got := sumOf(t, m["retries.calls"], rotel.PolicyKey.String("Query"), rotel.OutcomeKey.String("success")); got != 1 {
+		if got := sumOf(t, m["retries.calls"], otelretries.PolicyKey.String("Query"), otelretries.OutcomeKey.String("success")); got != 1 {
 			t.Errorf("retries.calls{Query, success} = %d, want 1", got)
 		}
 		attempts := m["retries.call.attempts"].(metricdata.Histogram[int64]).DataPoints
@@ -112,7 +112,7 @@ func TestCallThatRetriesTwice(t *testing.T) {
 			t.Fatalf("events %+v, want 2 retries", s.Events())
 		}
 		for i, e := range s.Events() {
-			want := attribute.NewSet(rotel.AttemptKey.Int(i+1), rotel.WaitKey.Float64(1), rotel.ErrorKey.String("*errors.errorString"))
+			want := attribute.NewSet(otelretries.AttemptKey.Int(i+1), otelretries.WaitKey.Float64(1), otelretries.ErrorKey.String("*errors.errorString"))
 			if got := attribute.NewSet(e.Attributes...); !got.Equals(&want) {
 				t.Errorf("event %d: %v, want %v", i, got.Encoded(attribute.DefaultEncoder()), want.Encoded(attribute.DefaultEncoder()))
 			}
@@ -135,10 +135,10 @@ func TestBudgetRefusal(t *testing.T) {
 			t.Fatalf("Do() = %v, want ErrBudgetExhausted", err)
 		}
 		m := collect(t, reader)
-		if got := sumOf(t, m["retries.refusals"], rotel.PolicyKey.String("Query"), rotel.RefusalKey.String("budget")); got != 1 {
+		if got := sumOf(t, m["retries.refusals"], otelretries.PolicyKey.String("Query"), otelretries.RefusalKey.String("budget")); got != 1 {
 			t.Errorf("retries.refusals{Query, budget} = %d, want 1", got)
 		}
-		if got := sumOf(t, m["retries.calls"], rotel.PolicyKey.String("Query"), rotel.OutcomeKey.String("budget_refused")); got != 1 {
+		if got := sumOf(t, m["retries.calls"], otelretries.PolicyKey.String("Query"), otelretries.OutcomeKey.String("budget_refused")); got != 1 {
 			t.Errorf("retries.calls{Query, budget_refused} = %d, want 1", got)
 		}
 		if s := spans.Ended(); len(s) != 1 || s[0].Status().Code != codes.Error {
@@ -162,7 +162,7 @@ func TestThroughOtelhttp(t *testing.T) {
 	}))
 	defer srv.Close()
 	obs, reader, spans, mp, tp := setup(t)
-	base := otelhttp.NewTransport(rotel.ResendCount(nil), otelhttp.WithTracerProvider(tp), otelhttp.WithMeterProvider(mp))
+	base := otelhttp.NewTransport(otelretries.ResendCount(nil), otelhttp.WithTracerProvider(tp), otelhttp.WithMeterProvider(mp))
 	p := retries.DocV1.Copy(retries.WithWait(retries.WaitNone()), retries.WithObserver(obs))
 	client := &http.Client{Transport: retries.NewTransport(base, p)}
 	resp, err := client.Get(srv.URL)
@@ -196,7 +196,7 @@ func TestThroughOtelhttp(t *testing.T) {
 		}
 		resend, has := int64(0), false
 		for _, a := range c.Attributes() {
-			if a.Key == rotel.ResendKey {
+			if a.Key == otelretries.ResendKey {
 				resend, has = a.Value.AsInt64(), true
 			}
 		}
@@ -206,11 +206,11 @@ func TestThroughOtelhttp(t *testing.T) {
 	}
 	if ev := call.Events(); len(ev) != 1 {
 		t.Errorf("call span events %v, want one retry", ev)
-	} else if got, want := attribute.NewSet(ev[0].Attributes...), attribute.NewSet(rotel.AttemptKey.Int(1), rotel.WaitKey.Float64(0), rotel.StatusKey.Int(503)); !got.Equals(&want) {
+	} else if got, want := attribute.NewSet(ev[0].Attributes...), attribute.NewSet(otelretries.AttemptKey.Int(1), otelretries.WaitKey.Float64(0), otelretries.StatusKey.Int(503)); !got.Equals(&want) {
 		t.Errorf("retry event %v, want attempt 1, wait 0, status 503", ev[0].Attributes)
 	}
 	m := collect(t, reader)
-	if got := sumOf(t, m["retries.calls"], rotel.PolicyKey.String("DocV1"), rotel.OutcomeKey.String("success")); got != 1 {
+	if got := sumOf(t, m["retries.calls"], otelretries.PolicyKey.String("DocV1"), otelretries.OutcomeKey.String("success")); got != 1 {
 		t.Errorf("retries.calls{DocV1, success} = %d, want 1", got)
 	}
 }
@@ -222,9 +222,9 @@ func TestGauges(t *testing.T) {
 	b := retries.NewBreaker(retries.BreakerConfig{})
 	budget := retries.NewBudget(0.1, 5)
 	for _, reg := range []func() error{
-		func() error { _, err := rotel.RegisterLimiter(meter, "docs", l); return err },
-		func() error { _, err := rotel.RegisterBreaker(meter, "docs", b); return err },
-		func() error { _, err := rotel.RegisterBudget(meter, "docs", budget); return err },
+		func() error { _, err := otelretries.RegisterLimiter(meter, "docs", l); return err },
+		func() error { _, err := otelretries.RegisterBreaker(meter, "docs", b); return err },
+		func() error { _, err := otelretries.RegisterBudget(meter, "docs", budget); return err },
 	} {
 		if err := reg(); err != nil {
 			t.Fatal(err)
@@ -236,7 +236,7 @@ func TestGauges(t *testing.T) {
 	}
 	defer permit.Release(retries.SignalSuccess)
 	m := collect(t, reader)
-	name := attribute.NewSet(rotel.NameKey.String("docs"))
+	name := attribute.NewSet(otelretries.NameKey.String("docs"))
 	gauge := func(metric string) float64 {
 		switch g := m[metric].(type) {
 		case metricdata.Gauge[int64]:
@@ -266,6 +266,19 @@ func TestGauges(t *testing.T) {
 	}
 	if got := gauge("retries.budget.available"); got != 50 {
 		t.Errorf("retries.budget.available = %v, want 50 (5/s over 10 s)", got)
+	}
+	// The state's unit is an annotation: a unit of "1" makes Prometheus
+	// exporters name the gauge retries_breaker_state_ratio.
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == "retries.breaker.state" && m.Unit != "{state}" {
+				t.Errorf("retries.breaker.state has unit %q, want {state}", m.Unit)
+			}
+		}
 	}
 }
 
