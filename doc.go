@@ -51,5 +51,6 @@
 // Do never retries once the caller's context is done, so a cancellation is
 // never swallowed; it never sleeps past the context's deadline; and waits
 // saturate instead of overflowing. [IsConnectionError] classifies errors by
-// type, not by message. The README lists every difference.
+// type, not by message. docs/design.md in the repository lists every
+// difference.
 package retries

@@ -66,8 +66,8 @@ type LimiterConfig struct {
 // [Permit.Release] after it.
 //
 // It starts with 4 attempts in flight and no rate limit, and settles where
-// about 2 % of attempts meet backpressure; the README's "Adaptive limiter"
-// section gives the control law.
+// about 2 % of attempts meet backpressure; docs/limiter.md in the
+// repository gives the control law.
 //
 // Calls are served in order (FIFO), and a waiter whose context ends leaves
 // at once with the context's error. The zero Limiter is usable, as

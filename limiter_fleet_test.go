@@ -64,7 +64,7 @@ func jain(xs []float64) float64 {
 // keep it busy: each reacts to the server's own backpressure, which all of
 // them see. Their shares are logged, not asserted: Jain's index over them
 // is 0.4 to 0.9 from run to run, since the limiter whose rate limit
-// turns on first keeps the larger share (see the README's "Many feeders").
+// turns on first keeps the larger share (see docs/limiter.md, "Many feeders").
 func TestLimiterFleet(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
