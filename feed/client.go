@@ -86,12 +86,13 @@ func (f *Client) Feed(ctx context.Context, ops iter.Seq2[Operation, error], done
 	defer f.sends.Done()
 	f.done = done
 	f.live.reset()
-	f.base = f.tally()
+	base := f.tally()
 	f.outage.Store(nil)
 	f.tlsErr.Store(nil)
 	f.setupErr.Store(nil)
 	f.broken = nil
 	f.mu.Lock()
+	f.base = base
 	f.unsent, f.lastErr, f.failedIDs = nil, nil, map[string]bool{}
 	f.refusal, f.refused = "", 0
 	f.mu.Unlock()

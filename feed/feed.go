@@ -238,9 +238,8 @@ type Client struct {
 	closed    bool
 	sends     sync.WaitGroup // the Sends and Feeds running
 
-	base tally // the counts when the running Feed began
-
 	mu        sync.Mutex
+	base      tally                   // the counts when the running Feed began
 	last      Report                  // of the last Feed
 	busy      map[string][]*operation // per document id: the operations waiting behind the one in flight
 	failedIDs map[string]bool         // documents with a failed operation: later ones are held back
@@ -494,7 +493,9 @@ func (f *Client) run(ctx context.Context, ops iter.Seq2[Operation, error]) Repor
 		}
 	}
 	f.writeUnread(&res)
+	f.mu.Lock()
 	res.unknown = f.unknown.Load() - f.base.unknown
+	f.mu.Unlock()
 	if f.failedOut != nil {
 		res.hasFailedFile = true
 		res.written, res.writeErr = f.failedOut.result()
@@ -651,7 +652,9 @@ func (f *Client) settle(res *Report, elapsed time.Duration) {
 // counters fills in res with the feed's counts after elapsed.
 func (f *Client) counters(res *Report, elapsed time.Duration) {
 	now := f.tally()
+	f.mu.Lock()
 	b := f.base
+	f.mu.Unlock()
 	res.elapsed = elapsed
 	res.ok, res.failed = now.ok-b.ok, now.failed-b.failed
 	res.notFound, res.condFailed, res.refusals = now.notFound-b.notFound, now.condFailed-b.condFailed, now.refusals-b.refusals
