@@ -55,23 +55,28 @@ type BreakerConfig struct {
 	// goroutine whose attempt made the change, so it may read the breaker's
 	// State and Stats, but must not make calls through it.
 	OnStateChange func(from, to BreakerState)
+	// Backpressure matches the outcomes that ask the client to slow down,
+	// which say nothing of whether the server is there: the breaker counts
+	// them neither as failures nor as successes. The zero Predicate means
+	// a 429, or a 503 with a Retry-After header.
+	Backpressure Predicate
 }
 
 // Breaker stops attempts to a server that has gone away, and lets them
 // through again once it answers. [WithBreaker] attaches it to a policy.
 //
-// It opens when failures dominate the recent outcomes: breakerOpenAt of the
-// last breakerWindow attempts, or breakerStreak failures in a row over at
-// least a second (or with no success ever). A failure is a retried outcome
-// that is not backpressure, or, retried or not, a 5xx, a connection error
-// ([IsConnectionError]) or a timed-out attempt ([ErrAttemptTimeout]). A
-// success is any other answer (a 404, a 412). Backpressure, any other error
-// that is not retried, and an attempt whose context ended are neither.
-// While it is open, it lets one attempt through as a probe each interval;
-// a probe that fails doubles the interval, up to MaxProbeInterval, and a
-// probe that succeeds closes the breaker. An attempt let through before
-// the breaker opened that succeeds after it does not close it: it says
-// nothing of the server since.
+// It opens when failures dominate the recent outcomes: 15 of the last 20
+// attempts, or 5 failures in a row over at least a second (or with no
+// success ever). A failure is a retried outcome that is not backpressure
+// (BreakerConfig.Backpressure), or, retried or not, a 5xx, a connection
+// error ([IsConnectionError]) or a timed-out attempt ([ErrAttemptTimeout]).
+// A success is any other answer (a 404, a 412). Backpressure, any other
+// error that is not retried, and an attempt whose context ended are
+// neither. While it is open, it lets one attempt through as a probe, 50 ms
+// after the opening and then at intervals that double while probes fail,
+// up to MaxProbeInterval (1 s); a probe that succeeds closes the breaker.
+// An attempt let through before the breaker opened that succeeds after it
+// does not close it: it says nothing of the server since.
 //
 // The zero Breaker is usable, as NewBreaker(BreakerConfig{}). A Breaker is
 // safe for concurrent use by multiple goroutines; share one per server,
@@ -413,3 +418,41 @@ type outagePred struct {
 func (o outagePred) match(v any, err error) bool { return !o.b.closed.Load() && o.p.match(v, err) }
 func (o outagePred) onValue() bool               { return o.p.onValue() }
 func (o outagePred) String() string              { return "RetryIfOutage(" + o.p.String() + ")" }
+
+// judge is what an outcome tells b: backpressure (its Backpressure) and
+// an ended context tell nothing; a retried outcome, a 5xx, a connection
+// error and a timed-out attempt are failures; any other answer is a
+// success; and any other error that is not retried tells nothing.
+func (b *Breaker) judge(v any, err error, retried, ctxDone bool) breakerOutcome {
+	if v == nil && err == nil && !retried && !ctxDone { // Do's success
+		return breakerSuccess
+	}
+	switch {
+	case ctxDone, b.backpressure(v, err):
+		return breakerNeutral
+	case retried:
+		return breakerFailure
+	}
+	if code, ok := statusOf(v, err); ok {
+		if code >= 500 && code <= 599 {
+			return breakerFailure
+		}
+		return breakerSuccess
+	}
+	if err != nil && (errors.Is(err, ErrAttemptTimeout) || IsConnectionError(err)) {
+		return breakerFailure // the server is not there, retried or not
+	}
+	if err != nil {
+		return breakerNeutral
+	}
+	return breakerSuccess
+}
+
+// backpressure reports whether an outcome asks the client to slow down,
+// by BreakerConfig.Backpressure or its default.
+func (b *Breaker) backpressure(v any, err error) bool {
+	if b.cfg.Backpressure.p != nil {
+		return b.cfg.Backpressure.match(v, err)
+	}
+	return defaultBackpressure(v, err)
+}

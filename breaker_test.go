@@ -570,3 +570,37 @@ func TestBreakerStaleSuccessKeepsItOpen(t *testing.T) {
 		}
 	})
 }
+
+// TestBreakerJudgesForItself: a Breaker counts outcomes by its own rule,
+// whatever limiter sits beside it. A limiter whose Backpressure is a 503
+// does not make a Breaker ignore 503s (before, the Breaker took the
+// limiter's rule), and BreakerConfig.Backpressure makes it ignore them.
+func TestBreakerJudgesForItself(t *testing.T) {
+	t.Parallel()
+	is503 := retries.RetryIfStatus(http.StatusServiceUnavailable)
+	for _, tc := range []struct {
+		name     string
+		cfg      retries.BreakerConfig
+		failures bool
+	}{
+		{"default", retries.BreakerConfig{}, true},
+		{"own_backpressure", retries.BreakerConfig{Backpressure: is503}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				b := retries.NewBreaker(tc.cfg)
+				l := retries.NewLimiter(retries.LimiterConfig{Backpressure: is503})
+				p := retries.DocV1.Copy(retries.WithWait(retries.WaitNone()), retries.WithBreaker(b), retries.WithLimiter(l))
+				resp, _ := retries.DoValue(t.Context(), p, func(context.Context) (*http.Response, error) {
+					r, _ := response(http.StatusServiceUnavailable, "")
+					return r, nil
+				})
+				resp.Body.Close()
+				if s := b.Stats(); (s.Failures > 0) != tc.failures {
+					t.Errorf("Stats() = %+v; want failures counted: %v", s, tc.failures)
+				}
+			})
+		})
+	}
+}

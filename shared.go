@@ -2,7 +2,6 @@ package retries
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -111,46 +110,13 @@ func (s *shared) admit(ctx context.Context, t *ticket) (refusal, err error) {
 // spends none of the call's attempts.
 func (s *shared) report(t *ticket, v any, err error, retried, ctxDone bool) (paced, outage bool) {
 	if t.breaker {
-		outage = s.breaker.report(t.probe, breakerJudge(v, err, retried, ctxDone, s.limiter))
+		outage = s.breaker.report(t.probe, s.breaker.judge(v, err, retried, ctxDone))
 		t.breaker, t.probe = false, false
 	}
 	if t.permit.l != nil {
 		paced = s.reportPermit(t, v, err, retried)
 	}
 	return paced || outage, outage
-}
-
-// breakerJudge is what an outcome tells a Breaker: backpressure and an
-// ended context tell nothing; a retried outcome, a 5xx, a connection error
-// and a timed-out attempt are failures; any other answer is a success; and
-// any other error that is not retried tells nothing.
-func breakerJudge(v any, err error, retried, ctxDone bool, l *Limiter) breakerOutcome {
-	if v == nil && err == nil && !retried && !ctxDone { // Do's success
-		return breakerSuccess
-	}
-	backpressure := defaultBackpressure
-	if l != nil {
-		backpressure = l.backpressure
-	}
-	switch {
-	case ctxDone, backpressure(v, err):
-		return breakerNeutral
-	case retried:
-		return breakerFailure
-	}
-	if code, ok := statusOf(v, err); ok {
-		if code >= 500 && code <= 599 {
-			return breakerFailure
-		}
-		return breakerSuccess
-	}
-	if err != nil && (errors.Is(err, ErrAttemptTimeout) || IsConnectionError(err)) {
-		return breakerFailure // the server is not there, retried or not
-	}
-	if err != nil {
-		return breakerNeutral
-	}
-	return breakerSuccess
 }
 
 // reportPermit releases t's permit with what the outcome tells the limiter.
