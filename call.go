@@ -29,9 +29,17 @@ func (p Policy) Do(ctx context.Context, fn func(context.Context) error) error {
 //   - a nil error, when an attempt succeeded and p does not retry its value;
 //   - the attempt's error itself, when p does not retry it;
 //   - the inner error, unwrapped, when fn returned [Permanent](err);
-//   - what p's exhaustion rule gives, when p gave up (its Stop fired, or
-//     its [Budget] refused the next retry): a [*RetryError], the last error
-//     ([WithReraise]), or the callback's error ([WithOnExhausted]);
+//   - what p's exhaustion rule gives, when p gave up after an attempt: its
+//     Stop fired, or a shared object refused to go on (its [Budget] the
+//     next retry, its fail-fast [Breaker] the next attempt). The rule is
+//     the same whoever refused: a [*RetryError] matching the refusal and
+//     the last error, the last error ([WithReraise]), or the callback's
+//     result ([WithOnExhausted]; [ReturnLastOutcome] returns the last
+//     outcome). Under the last two the caller sees no refusal in what
+//     comes back: [State.Refusal] tells the callback, and an [Observer]'s
+//     Refuse and Done tell an observer;
+//   - a [*RetryError] matching [ErrBreakerOpen], when a fail-fast Breaker
+//     refused the first attempt: there is no outcome to return;
 //   - a [*RetryError] that matches both the context's error and the last
 //     attempt's error, when ctx ended the call: during a wait, during an
 //     attempt whose outcome was retryable, or because the next wait would
@@ -262,10 +270,12 @@ func (c *call) admit(p *Policy) (end bool, err error) {
 	c.st.Attempt--
 	first := c.st.Attempt == 0 && c.st.OutageAttempts == 0
 	switch {
-	case err == nil: // refused at once: the breaker is open and fails fast
+	case err == nil && !first: // refused at once after an attempt: the exhaustion rule says what comes back
+		return true, c.exhausted(p, refusal)
+	case err == nil: // refused before any attempt: there is no outcome to return
 		c.settle(p)
 		c.st.Refusal = refusal
-		c.refused(p, refusal, OutcomeBreakerOpen)
+		c.refused(p, refusal, refusalOutcome(refusal))
 		return true, newRetryError(&c.st, nil, nil)
 	case first && refusal == nil:
 		c.outcome = OutcomeContextDone
@@ -403,7 +413,7 @@ func (c *call) exhausted(p *Policy, refusal error) error {
 	c.st.Refusal = refusal
 	c.outcome = OutcomeGaveUp
 	if refusal != nil {
-		c.refused(p, refusal, OutcomeBudgetRefused)
+		c.refused(p, refusal, refusalOutcome(refusal))
 	}
 	switch {
 	case p.onExhausted != nil:

@@ -9,13 +9,17 @@ import (
 )
 
 // RetryError reports that a call gave up: its policy stopped after a retried
-// outcome (tenacity's RetryError), its [Budget] refused the next retry, or
-// its context ended the call.
+// outcome (tenacity's RetryError), a shared object refused to go on (its
+// [Budget] the next retry, its fail-fast [Breaker] an attempt), or its
+// context ended the call. A policy whose exhaustion rule returns something
+// else ([WithReraise], [WithOnExhausted]) returns that instead, whoever
+// refused, once an attempt was made (see [DoValue]).
 //
 // It unwraps to the last attempt's error and, when the context ended the
-// call, to the context's error and cause as well, and, when the budget
-// refused a retry, to [ErrBudgetExhausted], so errors.Is and errors.As see
-// all of them. It also records the call's statistics.
+// call, to the context's error and cause as well, and, when a shared
+// object refused, to its [ErrBudgetExhausted] or [ErrBreakerOpen], so
+// errors.Is and errors.As see all of them. It also records the call's
+// statistics.
 type RetryError struct {
 	// Attempts is the number of attempts made, those that failed during an
 	// outage left out.

@@ -119,6 +119,15 @@ func (s *shared) report(t *ticket, v any, err error, retried, ctxDone bool) (pac
 	return paced || outage, outage
 }
 
+// refusalOutcome is the Outcome of a call that a shared object refused,
+// by the refusal's reason.
+func refusalOutcome(refusal error) Outcome {
+	if refusal == ErrBreakerOpen {
+		return OutcomeBreakerOpen
+	}
+	return OutcomeBudgetRefused
+}
+
 // reportPermit releases t's permit with what the outcome tells the limiter.
 // Backpressure with a Retry-After header also holds the limiter back for
 // that long (capped), so that no call sends an attempt before it.
