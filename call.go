@@ -152,7 +152,7 @@ func observed[T any](ctx context.Context, p *Policy, fn func(context.Context) (T
 	var v T
 	v, err := loop(&c, p, fn, do, v, nil, false)
 	if o.Done != nil {
-		o.Done(ctx, CallDone{Policy: p.meta.name, Outcome: c.outcome, Attempts: c.st.Attempt + c.st.OutageAttempts,
+		o.Done(ctx, CallDone{Policy: p.meta.name, Outcome: c.outcome, Attempts: c.st.Attempt, OutageAttempts: c.st.OutageAttempts,
 			Elapsed: time.Since(begin), Err: err})
 	}
 	return v, err

@@ -64,8 +64,12 @@ type CallDone struct {
 	Policy string
 	// Outcome says how the call ended.
 	Outcome Outcome
-	// Attempts counts the attempts made, those during an outage included.
+	// Attempts counts the attempts made, those that failed during an
+	// outage left out, as [RetryError.Attempts] does.
 	Attempts int
+	// OutageAttempts counts the attempts that failed while the policy's
+	// [Breaker] was open or half-open, as [RetryError.OutageAttempts] does.
+	OutageAttempts int
 	// Elapsed is the time from the start of the call to its end.
 	Elapsed time.Duration
 	// Err is the error the call returns.

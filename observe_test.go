@@ -270,3 +270,31 @@ func TestObserverThroughTransport(t *testing.T) {
 		t.Errorf("events:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestObserverAttemptsDuringOutage: CallDone counts attempts as
+// RetryError does: Attempts leaves out those that failed during an
+// outage, which OutageAttempts counts. Before, CallDone.Attempts included
+// them.
+func TestObserverAttemptsDuringOutage(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var done retries.CallDone
+		obs := &retries.Observer{Done: func(_ context.Context, d retries.CallDone) { done = d }}
+		b := retries.NewBreaker(retries.BreakerConfig{})
+		p := retries.New(retries.WithWait(retries.WaitNone()), retries.WithStop(retries.StopAfterAttempt(100)),
+			retries.WithBreaker(b), retries.WithObserver(obs))
+		calls := 0
+		err := p.Do(t.Context(), func(context.Context) error {
+			if calls++; calls <= 5 { // 5 in a row, with no success ever, open the breaker
+				return errRefused
+			}
+			return nil
+		})
+		if err != nil || calls != 6 {
+			t.Fatalf("Do() = %v after %d calls, want success after 6", err, calls)
+		}
+		if done.Attempts != 5 || done.OutageAttempts != 1 {
+			t.Errorf("CallDone attempts %d, outage attempts %d; want 5 and 1 (the failure that opened the breaker)", done.Attempts, done.OutageAttempts)
+		}
+	})
+}

@@ -16,8 +16,8 @@
 //   - retries.calls (counter, {call}): calls ended, by retries.policy and
 //     retries.outcome (success, failure, gave_up, budget_refused,
 //     breaker_open, context_done);
-//   - retries.call.attempts (histogram, {attempt}): attempts per call, by
-//     retries.policy;
+//   - retries.call.attempts (histogram, {attempt}): attempts per call,
+//     those that failed during an outage included, by retries.policy;
 //   - retries.retry.delay (histogram, s): the wait before each retry, by
 //     retries.policy;
 //   - retries.refusals (counter, {refusal}): retries or attempts refused by
@@ -32,8 +32,11 @@
 // an error's type. No URL, id or error message is ever an attribute.
 //
 // Traces: a span per call named "retries " + the policy's name, of kind
-// internal, with attributes retries.policy, retries.outcome and
-// retries.attempts, an event "retry" per retry (retries.attempt,
+// internal, with attributes retries.policy, retries.outcome,
+// retries.attempts and retries.outage_attempts (as RetryError counts them:
+// the attempts that failed during an outage in the second only), an event
+// "retry" per retry (retries.attempt: the attempts made so far, all
+// counted,
 // retries.wait in seconds, error.type or http.response.status_code), and
 // an event "held" when a breaker held the call back. The attempts themselves are the
 // spans of what the call does: with net/http under otelhttp, one client
@@ -72,9 +75,12 @@ const (
 	RefusalKey  = attribute.Key("retries.refusal")
 	AttemptKey  = attribute.Key("retries.attempt")
 	AttemptsKey = attribute.Key("retries.attempts")
-	WaitKey     = attribute.Key("retries.wait")
-	ErrorKey    = attribute.Key("error.type")
-	StatusKey   = attribute.Key("http.response.status_code")
+	// OutageAttemptsKey counts a call's attempts that failed during an
+	// outage, which retries.attempts leaves out.
+	OutageAttemptsKey = attribute.Key("retries.outage_attempts")
+	WaitKey           = attribute.Key("retries.wait")
+	ErrorKey          = attribute.Key("error.type")
+	StatusKey         = attribute.Key("http.response.status_code")
 )
 
 // Option configures [NewObserver].
@@ -129,7 +135,7 @@ func NewObserver(opts ...Option) (*retries.Observer, error) {
 		return nil, err
 	}
 	if in.attempts, err = m.Int64Histogram("retries.call.attempts", metric.WithUnit("{attempt}"),
-		metric.WithDescription("Attempts per call of a retry policy."),
+		metric.WithDescription("Attempts per call of a retry policy, those during an outage included."),
 		metric.WithExplicitBucketBoundaries(1, 2, 3, 4, 5, 7, 10, 20, 50, 100)); err != nil {
 		return nil, err
 	}
@@ -155,7 +161,7 @@ func newObserver(in *instruments, tracer trace.Tracer) *retries.Observer {
 		Wait: func(ctx context.Context, c retries.CallInfo, s retries.State) {
 			in.delay.Record(ctx, s.Wait.Seconds(), metric.WithAttributes(PolicyKey.String(c.Policy)))
 			if span := trace.SpanFromContext(ctx); span.IsRecording() {
-				attrs := []attribute.KeyValue{AttemptKey.Int(s.Attempt), WaitKey.Float64(s.Wait.Seconds())}
+				attrs := []attribute.KeyValue{AttemptKey.Int(s.Attempt + s.OutageAttempts), WaitKey.Float64(s.Wait.Seconds())}
 				if s.Err != nil {
 					attrs = append(attrs, ErrorKey.String(errorType(s.Err)))
 				}
@@ -178,12 +184,12 @@ func newObserver(in *instruments, tracer trace.Tracer) *retries.Observer {
 			policy := PolicyKey.String(d.Policy)
 			outcome := OutcomeKey.String(d.Outcome.String())
 			in.calls.Add(ctx, 1, metric.WithAttributes(policy, outcome))
-			in.attempts.Record(ctx, int64(d.Attempts), metric.WithAttributes(policy))
+			in.attempts.Record(ctx, int64(d.Attempts+d.OutageAttempts), metric.WithAttributes(policy))
 			if tracer == nil {
 				return
 			}
 			span := trace.SpanFromContext(ctx)
-			span.SetAttributes(outcome, AttemptsKey.Int(d.Attempts))
+			span.SetAttributes(outcome, AttemptsKey.Int(d.Attempts), OutageAttemptsKey.Int(d.OutageAttempts))
 			if d.Outcome != retries.OutcomeSuccess && d.Err != nil {
 				span.SetStatus(codes.Error, d.Outcome.String())
 				span.SetAttributes(ErrorKey.String(errorType(d.Err)))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -303,6 +304,54 @@ func TestHeldByBreaker(t *testing.T) {
 		}
 		if s := spans.Ended(); len(s) != 1 || len(s[0].Events()) != 1 || s[0].Events()[0].Name != "held" {
 			t.Errorf("spans %v, want one with a held event", s)
+		}
+	})
+}
+
+// TestAttemptsDuringOutage: during an outage the retry events number the
+// attempts made so far, all counted, so none repeats; the span counts the
+// attempts as RetryError does, those that failed during the outage apart,
+// and the histogram all of them.
+func TestAttemptsDuringOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs, reader, spans, _, _ := setup(t)
+		b := retries.NewBreaker(retries.BreakerConfig{MaxProbeInterval: 100 * time.Millisecond})
+		p := retries.New(retries.WithName("inner"), retries.WithWait(retries.WaitNone()), retries.WithStop(retries.StopAfterAttempt(100)),
+			retries.WithBreaker(b), retries.WithObserver(obs))
+		calls := 0
+		err := p.Do(t.Context(), func(context.Context) error {
+			if calls++; calls <= 8 { // 5 open the breaker, then 3 probes fail
+				return &net.OpError{Op: "dial", Net: "tcp", Err: errBoom}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := spans.Ended()
+		if len(s) != 1 {
+			t.Fatalf("%d spans, want 1", len(s))
+		}
+		seen := map[int64]bool{}
+		for _, ev := range s[0].Events() {
+			for _, a := range ev.Attributes {
+				if a.Key == otelretries.AttemptKey {
+					if seen[a.Value.AsInt64()] {
+						t.Errorf("retry event attempt %d repeats", a.Value.AsInt64())
+					}
+					seen[a.Value.AsInt64()] = true
+				}
+			}
+		}
+		attrs := attribute.NewSet(s[0].Attributes()...)
+		attempts, _ := attrs.Value(otelretries.AttemptsKey)
+		outage, _ := attrs.Value(otelretries.OutageAttemptsKey)
+		if attempts.AsInt64()+outage.AsInt64() != int64(calls) || outage.AsInt64() == 0 {
+			t.Errorf("span attempts %d + outage attempts %d, want %d in all, some during the outage", attempts.AsInt64(), outage.AsInt64(), calls)
+		}
+		h := collect(t, reader)["retries.call.attempts"].(metricdata.Histogram[int64]).DataPoints
+		if len(h) != 1 || h[0].Sum != int64(calls) {
+			t.Errorf("retries.call.attempts = %+v, want one call of %d attempts", h, calls)
 		}
 	})
 }
