@@ -167,6 +167,9 @@ func loop[T any](c *call, p *Policy, fn func(context.Context) (T, error), do fun
 	// here: release what the call holds, then let the panic go on. Every
 	// return clears pending and the ticket first.
 	defer c.unwind(p)
+	if p.meta != nil {
+		c.st.Policy = p.meta.name
+	}
 	for {
 		if !ran {
 			if end, err := c.admit(p); end {
@@ -255,7 +258,7 @@ func (c *call) info(p *Policy) CallInfo { return CallInfo{Policy: p.meta.name} }
 func (c *call) admit(p *Policy) (end bool, err error) {
 	c.st.Attempt++
 	if p.before != nil {
-		p.before(c.ctx, State{Attempt: c.st.Attempt, Elapsed: c.since(), Slept: c.st.Slept, PrevWait: c.st.PrevWait})
+		p.before(c.ctx, State{Attempt: c.st.Attempt, Elapsed: c.since(), Slept: c.st.Slept, PrevWait: c.st.PrevWait, Policy: c.st.Policy})
 	}
 	refusal, err := p.shared.admit(c.ctx, &c.ticket)
 	if c.ticket.held > 0 {

@@ -6,7 +6,8 @@ import (
 )
 
 // LogRetries returns a hook for [WithBeforeSleep] that logs every retry to
-// l at level, with the attempt number, the elapsed time, the coming wait
+// l at level, with the policy's name (if it has one, so that two layers
+// can be told apart), the attempt number, the elapsed time, the coming wait
 // and the attempt's error (or the type and status of its retried value),
 // and, under a [Transport], the request's method and redacted URL.
 // A nil l means slog.Default(). It logs with the call's context, so a
@@ -22,11 +23,15 @@ func LogRetries(l *slog.Logger, level slog.Level) func(context.Context, State) {
 		if !logger.Enabled(ctx, level) {
 			return
 		}
-		attrs := []slog.Attr{
+		attrs := make([]slog.Attr, 0, 8)
+		if s.Policy != "" {
+			attrs = append(attrs, slog.String("policy", s.Policy))
+		}
+		attrs = append(attrs,
 			slog.Int("attempt", s.Attempt),
 			slog.Duration("elapsed", s.Elapsed),
 			slog.Duration("wait", s.Wait),
-		}
+		)
 		if method, url, ok := TransportRequest(ctx); ok {
 			attrs = append(attrs, slog.String("method", method), slog.String("url", url))
 		}

@@ -53,9 +53,9 @@ func TestLogRetries(t *testing.T) {
 		p := retries.DocV1.Copy(retries.WithBeforeSleep(retries.LogRetries(logger, slog.LevelWarn)))
 		_, _, _ = runValue(t, t.Context(), p, statusSeq(503, 200))
 		_ = p.Do(t.Context(), func(context.Context) error { return errBoom })
-		want := `level=WARN msg="retries: retrying" attempt=1 elapsed=0s wait=1s value="*http.Response with status 503"` + "\n" +
-			`level=WARN msg="retries: retrying" attempt=1 elapsed=0s wait=1s error=boom` + "\n" +
-			`level=WARN msg="retries: retrying" attempt=2 elapsed=1s wait=2s error=boom` + "\n"
+		want := `level=WARN msg="retries: retrying" policy=DocV1 attempt=1 elapsed=0s wait=1s value="*http.Response with status 503"` + "\n" +
+			`level=WARN msg="retries: retrying" policy=DocV1 attempt=1 elapsed=0s wait=1s error=boom` + "\n" +
+			`level=WARN msg="retries: retrying" policy=DocV1 attempt=2 elapsed=1s wait=2s error=boom` + "\n"
 		if buf.String() != want {
 			t.Errorf("log =\n%s\nwant\n%s", buf.String(), want)
 		}

@@ -66,6 +66,8 @@ type State struct {
 	// PrevWait is the pause slept before the attempt that just ended; 0
 	// after the first attempt.
 	PrevWait time.Duration
+	// Policy is the policy's name ([WithName]); "" if it has none.
+	Policy string
 	// OutageAttempts is the number of attempts that failed while the
 	// policy's [Breaker] was open or half-open. They are not counted in
 	// Attempt, so that an outage spends none of the call's attempts.
