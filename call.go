@@ -80,7 +80,7 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 		c := call{ctx: ctx, hasValue: do == nil}
 		return loop(&c, p, fn, do, v, nil, false)
 	}
-	if t.permit.l != nil {
+	if t.holdsPermit() {
 		return firstHeld(ctx, p, fn, do, &t)
 	}
 	// The fast path: with nothing to call before an attempt and nothing
@@ -95,7 +95,7 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 		v, err = fn(ctx)
 	}
 	if err == nil && (!p.valueRetry || !p.retry.match(box(v, do == nil), nil)) {
-		if t.breaker {
+		if t.owes() {
 			p.shared.report(&t, box(v, do == nil), nil, false, false)
 		}
 		return v, nil
@@ -108,14 +108,12 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 // which report and the loop take over.
 func firstHeld[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), do func(context.Context) error, t *ticket) (v T, err error) {
 	defer func() {
-		if t.permit.l != nil || t.breaker {
+		if t.owes() {
 			p.shared.drop(t)
 		}
 	}()
 	if do != nil {
-		if err = do(ctx); err == nil && !t.breaker && !p.valueRetry {
-			t.permit.release(SignalSuccess, 0) // Do's success tells the limiter nothing else
-			t.permit = Permit{}
+		if err = do(ctx); err == nil && !p.valueRetry && p.shared.succeeded(t) {
 			return v, nil
 		}
 	} else {
@@ -261,11 +259,8 @@ func (c *call) admit(p *Policy) (end bool, err error) {
 		p.before(c.ctx, State{Attempt: c.st.Attempt, Elapsed: c.since(), Slept: c.st.Slept, PrevWait: c.st.PrevWait, Policy: c.st.Policy})
 	}
 	refusal, err := p.shared.admit(c.ctx, &c.ticket)
-	if c.ticket.held > 0 {
-		if c.obs != nil && c.obs.Hold != nil {
-			c.obs.Hold(c.ctx, c.info(p), ErrBreakerOpen, c.ticket.held)
-		}
-		c.ticket.held = 0
+	if held, reason := c.ticket.takeHeld(); held > 0 && c.obs != nil && c.obs.Hold != nil {
+		c.obs.Hold(c.ctx, c.info(p), reason, held)
 	}
 	if refusal == nil && err == nil {
 		return false, nil

@@ -36,6 +36,35 @@ type ticket struct {
 	held    time.Duration // how long the breaker held it, for an observer
 }
 
+// holdsPermit reports whether t holds a limiter's permit.
+func (t *ticket) holdsPermit() bool { return t.permit.l != nil }
+
+// owes reports whether t must be handed back with its attempt's outcome
+// (to report, or to drop on a panic): it holds a permit, or the breaker
+// admitted the attempt.
+func (t *ticket) owes() bool { return t.permit.l != nil || t.breaker }
+
+// takeHeld returns how long the breaker held t's attempt back, and why,
+// and clears it: an observer hears of each hold once.
+func (t *ticket) takeHeld() (time.Duration, error) {
+	d := t.held
+	t.held = 0
+	return d, ErrBreakerOpen
+}
+
+// succeeded hands back t after an attempt of Do that succeeded, when only
+// a limiter's permit is in it: a Do's success tells the limiter nothing
+// else, so the permit's own fast path releases it. It reports false, with
+// t untouched, when a breaker admitted the attempt: then report does.
+func (s *shared) succeeded(t *ticket) bool {
+	if t.breaker {
+		return false
+	}
+	t.permit.release(SignalSuccess, 0)
+	t.permit = Permit{}
+	return true
+}
+
 // start is called once per call, before its first attempt.
 func (s *shared) start() {
 	if s.budget != nil {
