@@ -6,61 +6,6 @@ import (
 	"time"
 )
 
-// Do calls fn until it succeeds, its outcome is not retried, the policy
-// gives up, or ctx ends; see [DoValue], whose rules it follows with no
-// value.
-//
-// Do panics if ctx or fn is nil.
-//
-//go:noinline
-func (p Policy) Do(ctx context.Context, fn func(context.Context) error) error {
-	// Not inlined: in a caller's package the compiler has no escape
-	// information for the generic run, and would move the caller's fn,
-	// and what it captures, to the heap (TestRetriesAllocateNothing).
-	if fn == nil {
-		panic("retries: Policy.Do with a nil function")
-	}
-	_, err := run[struct{}](ctx, &p, nil, fn)
-	return err
-}
-
-// DoValue calls fn under p until it succeeds, its outcome is not retried,
-// p gives up, or ctx ends, and returns the last value fn returned with:
-//   - a nil error, when an attempt succeeded and p does not retry its value;
-//   - the attempt's error itself, when p does not retry it;
-//   - the inner error, unwrapped, when fn returned [Permanent](err);
-//   - what p's exhaustion rule gives, when p gave up after an attempt: its
-//     Stop fired, or a shared object refused to go on (its [Budget] the
-//     next retry, its fail-fast [Breaker] the next attempt). The rule is
-//     the same whoever refused: a [*RetryError] matching the refusal and
-//     the last error, the last error ([WithReraise]), or the callback's
-//     result ([WithOnExhausted]; [ReturnLastOutcome] returns the last
-//     outcome). Under the last two the caller sees no refusal in what
-//     comes back: [State.Refusal] tells the callback, and an [Observer]'s
-//     Refuse and Done tell an observer;
-//   - a [*RetryError] matching [ErrBreakerOpen], when a fail-fast Breaker
-//     refused the first attempt: there is no outcome to return;
-//   - a [*RetryError] that matches both the context's error and the last
-//     attempt's error, when ctx ended the call: during a wait, during an
-//     attempt whose outcome was retryable, or because the next wait would
-//     end at or after ctx's deadline (then the error matches
-//     [context.DeadlineExceeded] although ctx is not yet done).
-//
-// If ctx is already done, fn is not called and DoValue returns ctx's error;
-// ctx is checked again right before every attempt, so no attempt starts
-// with a done ctx. A panic in fn, a hook, a stop, a wait or a predicate
-// propagates and is not retried; a retried value still pending is
-// discarded, and a [Limiter] permit released, as it unwinds. DoValue never
-// retries once ctx is done, whatever the predicate says.
-//
-// DoValue panics if ctx or fn is nil.
-func DoValue[T any](ctx context.Context, p Policy, fn func(context.Context) (T, error)) (T, error) {
-	if fn == nil {
-		panic("retries: DoValue with a nil function")
-	}
-	return run(ctx, &p, fn, nil)
-}
-
 // run is the retry loop shared by DoValue, which passes fn, and Do, which
 // passes do (and T struct{}): its values are never shown to predicates.
 func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), do func(context.Context) error) (T, error) {

@@ -7,38 +7,6 @@ import (
 	"time"
 )
 
-// Policy says how to retry a function: when to give up, how long to wait,
-// which outcomes to retry, what to return on giving up, and which hooks to
-// call. Build one with [New] or derive one from another with [Policy.Copy].
-//
-// A Policy is a small value with no mutable state of its own: assigning it
-// copies it, and two copies share only the [Budget] and [Limiter] they were
-// given, which are meant to be shared and synchronise themselves. It is
-// safe for concurrent use by multiple goroutines.
-//
-// The zero Policy makes a single attempt (it never retries) and waits
-// nothing. Its predicate is [RetryIfAnyError] and it gives up with a
-// [*RetryError], so a failed attempt comes back wrapped in one; set a
-// [Stop] with [WithStop] to allow more attempts.
-type Policy struct {
-	stop    Stop
-	wait    Wait
-	retry   Predicate
-	reraise bool
-
-	onExhausted func(State) error
-
-	before, after, beforeSleep func(context.Context, State)
-	discard                    func(any)
-
-	shared shared      // shared by every copy, and with other policies
-	meta   *policyMeta // its name and observer, if any
-
-	// Derived from the fields above by Copy, so Do need not ask.
-	clockEach  bool // keep State.Elapsed current after every attempt
-	valueRetry bool // the predicate may retry a successful outcome
-}
-
 // State describes a call in progress. Stops, waits and predicates built
 // from functions, hooks and the exhaustion callback receive it by value.
 type State struct {
@@ -82,32 +50,6 @@ type State struct {
 // Option changes one part of a [Policy] in [New] and [Policy.Copy]. Options
 // apply in order, so the last one for a part wins.
 type Option func(*Policy)
-
-// New returns a Policy built from the zero Policy and opts.
-func New(opts ...Option) Policy {
-	return Policy{}.Copy(opts...)
-}
-
-// Copy returns a copy of p with opts applied. It never changes p, so
-//
-//	retries.DocV1 = retries.DocV1.Copy(retries.WithWait(retries.WaitNone()))
-//
-// is how a test removes DocV1's waits, and
-//
-//	retries.SyncRequest.Copy(retries.WithStop(retries.StopAfterAttempt(n + 1)))
-//
-// is how a client allows n retries.
-func (p Policy) Copy(opts ...Option) Policy {
-	for _, o := range opts {
-		if o != nil {
-			o(&p)
-		}
-	}
-	p.clockEach = p.stop.usesClock() || p.wait.usesClock() ||
-		p.before != nil || p.after != nil || p.beforeSleep != nil || p.onExhausted != nil
-	p.valueRetry = p.retry.onValue()
-	return p
-}
 
 // WithStop sets the policy's [Stop].
 func WithStop(s Stop) Option { return func(p *Policy) { p.stop = s } }
