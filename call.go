@@ -17,7 +17,7 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 		return v, errBeforeStart(ctx)
 	}
 	if o := p.observer(); o != nil {
-		return observed(ctx, p, fn, do, o)
+		return runObserved(ctx, p, fn, do, o)
 	}
 	p.shared.start()
 	var t ticket
@@ -26,7 +26,7 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 		return loop(&c, p, fn, do, v, nil, false)
 	}
 	if t.holdsPermit() {
-		return firstHeld(ctx, p, fn, do, &t)
+		return firstWithPermit(ctx, p, fn, do, &t)
 	}
 	// The fast path: with nothing to call before an attempt and nothing
 	// held for it (a closed breaker lends nothing that a panic could
@@ -41,17 +41,17 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 	}
 	if err == nil && (!p.valueRetry || !p.retry.match(box(v, do == nil), nil)) {
 		if t.owes() {
-			p.shared.report(&t, box(v, do == nil), nil, false, false)
+			p.shared.report(&t, success(box(v, do == nil)))
 		}
 		return v, nil
 	}
-	return next(ctx, p, fn, do, v, err, &t)
+	return resume(ctx, p, fn, do, v, err, &t)
 }
 
-// firstHeld is the fast path of a first attempt that holds a limiter's
+// firstWithPermit is the fast path of a first attempt that holds a limiter's
 // permit in t: a panic in fn or a predicate releases what t still holds,
 // which report and the loop take over.
-func firstHeld[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), do func(context.Context) error, t *ticket) (v T, err error) {
+func firstWithPermit[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), do func(context.Context) error, t *ticket) (v T, err error) {
 	defer func() {
 		if t.owes() {
 			p.shared.drop(t)
@@ -65,25 +65,25 @@ func firstHeld[T any](ctx context.Context, p *Policy, fn func(context.Context) (
 		v, err = fn(ctx)
 	}
 	if err == nil && (!p.valueRetry || !p.retry.match(box(v, do == nil), nil)) {
-		p.shared.report(t, box(v, do == nil), nil, false, false)
+		p.shared.report(t, success(box(v, do == nil)))
 		return v, nil
 	}
-	return next(ctx, p, fn, do, v, err, t)
+	return resume(ctx, p, fn, do, v, err, t)
 }
 
-// next goes on, in the loop, with a call whose first attempt ran on the
+// resume goes on, in the loop, with a call whose first attempt ran on the
 // fast path with the outcome v, err and the ticket t, which the loop takes.
-func next[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), do func(context.Context) error, v T, err error, t *ticket) (T, error) {
+func resume[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), do func(context.Context) error, v T, err error, t *ticket) (T, error) {
 	c := call{ctx: ctx, hasValue: do == nil, retried: err == nil, ticket: *t}
 	*t = ticket{}
 	c.st.Attempt = 1
 	return loop(&c, p, fn, do, v, err, true)
 }
 
-// observed runs a call whose policy has an observer, which sees it start,
+// runObserved runs a call whose policy has an observer, which sees it start,
 // each attempt, each wait, each refusal and its end; it never takes the
 // fast path.
-func observed[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), do func(context.Context) error, o *Observer) (T, error) {
+func runObserved[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), do func(context.Context) error, o *Observer) (T, error) {
 	begin := time.Now()
 	if o.Start != nil {
 		if c := o.Start(ctx, CallInfo{Policy: p.meta.name}); c != nil {
@@ -131,7 +131,7 @@ func loop[T any](c *call, p *Policy, fn func(context.Context) (T, error), do fun
 		if err == nil {
 			boxed = box(v, c.hasValue)
 			if !p.valueRetry && !c.retried { // a success, and nothing to judge
-				p.shared.report(&c.ticket, boxed, nil, false, false)
+				p.shared.report(&c.ticket, success(boxed))
 				if c.obs != nil {
 					c.observeAttempt(p, nil, false)
 				}
@@ -246,7 +246,7 @@ func (c *call) judge(p *Policy, v any, err error) (end bool, _ error) {
 	}
 	retry := c.retried || (err != nil || p.valueRetry) && p.retry.match(v, err)
 	c.retried = false
-	c.paced, c.outage = p.shared.report(&c.ticket, v, err, retry, c.ctx.Err() != nil)
+	c.paced, c.outage = p.shared.report(&c.ticket, attemptOutcome{v: v, err: err, retried: retry, ctxDone: c.ctx.Err() != nil})
 	if !retry {
 		if c.obs != nil {
 			c.observeAttempt(p, err, false)
@@ -307,7 +307,7 @@ func (c *call) pause(p *Policy) (end bool, err error) {
 	case deadlineBefore(c.ctx, d):
 		return true, c.ctxEnded(p, context.DeadlineExceeded)
 	}
-	if refusal := p.shared.mayRetry(c.outage); refusal != nil {
+	if refusal := p.shared.allowsRetry(c.outage); refusal != nil {
 		return true, c.exhausted(p, refusal)
 	}
 	if p.beforeSleep != nil {
@@ -321,7 +321,7 @@ func (c *call) pause(p *Policy) (end bool, err error) {
 	}
 	st.Slept = addSat(st.Slept, d)
 	st.PrevWait = d
-	if refusal := p.shared.retry(c.outage); refusal != nil {
+	if refusal := p.shared.payRetry(c.outage); refusal != nil {
 		return true, c.exhausted(p, refusal)
 	}
 	if c.pending != nil {

@@ -15,8 +15,8 @@ import (
 //     holds it, then the limiter paces it);
 //   - report: the attempt ended, and the predicate judged it (the breaker
 //     and the limiter learn from its outcome);
-//   - mayRetry: a retry is decided, before its wait (the budget may refuse);
-//   - retry: the wait is over and the retry starts (the budget pays for it).
+//   - allowsRetry: a retry is decided, before its wait (the budget may refuse);
+//   - payRetry: the wait is over and the retry starts (the budget pays for it).
 //
 // A new shared object adds its field and its lines here, and nothing in
 // the loop.
@@ -30,10 +30,10 @@ type shared struct {
 // with its outcome: a limiter's permit, and whether the breaker let it
 // through as a probe.
 type ticket struct {
-	permit  Permit
-	breaker bool // the breaker admitted the attempt
-	probe   bool
-	held    time.Duration // how long the breaker held it, for an observer
+	permit   Permit
+	admitted bool // the breaker admitted the attempt
+	probe    bool
+	held     time.Duration // how long the breaker held it, for an observer
 }
 
 // holdsPermit reports whether t holds a limiter's permit.
@@ -42,7 +42,7 @@ func (t *ticket) holdsPermit() bool { return t.permit.l != nil }
 // owes reports whether t must be handed back with its attempt's outcome
 // (to report, or to drop on a panic): it holds a permit, or the breaker
 // admitted the attempt.
-func (t *ticket) owes() bool { return t.permit.l != nil || t.breaker }
+func (t *ticket) owes() bool { return t.permit.l != nil || t.admitted }
 
 // takeHeld returns how long the breaker held t's attempt back, and why,
 // and clears it: an observer hears of each hold once.
@@ -57,7 +57,7 @@ func (t *ticket) takeHeld() (time.Duration, error) {
 // else, so the permit's own fast path releases it. It reports false, with
 // t untouched, when a breaker admitted the attempt: then report does.
 func (s *shared) succeeded(t *ticket) bool {
-	if t.breaker {
+	if t.admitted {
 		return false
 	}
 	t.permit.release(SignalSuccess, 0)
@@ -86,10 +86,10 @@ func (s *shared) firstTicket(t *ticket) bool {
 		if !b.closed.Load() {
 			return false
 		}
-		t.breaker = true
+		t.admitted = true
 	}
 	if l := s.limiter; l != nil && !l.tryFast(&t.permit) {
-		t.breaker = false
+		t.admitted = false
 		return false
 	}
 	return true
@@ -110,7 +110,7 @@ func (s *shared) admit(ctx context.Context, t *ticket) (refusal, err error) {
 			t.held += held
 			switch berr {
 			case nil:
-				t.breaker, t.probe = true, probe
+				t.admitted, t.probe = true, probe
 			case errBreakerWait:
 				return ErrBreakerOpen, ctx.Err()
 			default:
@@ -131,19 +131,29 @@ func (s *shared) admit(ctx context.Context, t *ticket) (refusal, err error) {
 	}
 }
 
-// report hands back t with the outcome of its attempt: the value (nil for
-// an error, or in Do), the error, whether the predicate retried it, and
-// whether the call's context had ended. It reports whether the next
-// attempt is paced by a shared object, so that the call need not wait on
-// its own, and whether the attempt failed during an outage, so that it
-// spends none of the call's attempts.
-func (s *shared) report(t *ticket, v any, err error, retried, ctxDone bool) (paced, outage bool) {
-	if t.breaker {
-		outage = s.breaker.report(t.probe, s.breaker.judge(v, err, retried, ctxDone))
-		t.breaker, t.probe = false, false
+// attemptOutcome is how an attempt ended, for the shared objects.
+type attemptOutcome struct {
+	v       any   // the value; nil for an error, or in Do
+	err     error // the attempt's error
+	retried bool  // the predicate retries it
+	ctxDone bool  // the call's context had ended
+}
+
+// success is the outcome of a first attempt that succeeded with v, which
+// nothing retries.
+func success(v any) attemptOutcome { return attemptOutcome{v: v} }
+
+// report hands back t with the outcome of its attempt. It reports whether
+// the next attempt is paced by a shared object, so that the call need not
+// wait on its own, and whether the attempt failed during an outage, so
+// that it spends none of the call's attempts.
+func (s *shared) report(t *ticket, o attemptOutcome) (paced, outage bool) {
+	if t.admitted {
+		outage = s.breaker.report(t.probe, s.breaker.judge(o.v, o.err, o.retried, o.ctxDone))
+		t.admitted, t.probe = false, false
 	}
 	if t.permit.l != nil {
-		paced = s.reportPermit(t, v, err, retried)
+		paced = s.reportPermit(t, o.v, o.err, o.retried)
 	}
 	return paced || outage, outage
 }
@@ -182,9 +192,9 @@ func (s *shared) reportPermit(t *ticket, v any, err error, retried bool) (paced 
 // drop hands back t with no outcome to learn from: the attempt's error was
 // permanent, or a panic unwinds the call.
 func (s *shared) drop(t *ticket) {
-	if t.breaker {
+	if t.admitted {
 		s.breaker.report(t.probe, breakerNeutral)
-		t.breaker, t.probe = false, false
+		t.admitted, t.probe = false, false
 	}
 	if t.permit.l != nil {
 		t.permit.Release(SignalIgnore)
@@ -192,19 +202,19 @@ func (s *shared) drop(t *ticket) {
 	}
 }
 
-// mayRetry returns why a retry that has been decided may not happen
+// allowsRetry returns why a retry that has been decided may not happen
 // ([ErrBudgetExhausted]), or nil. A retry after an outage's failure is
 // free.
-func (s *shared) mayRetry(outage bool) error {
+func (s *shared) allowsRetry(outage bool) error {
 	if s.budget != nil && !outage && !s.budget.allows() {
 		return ErrBudgetExhausted
 	}
 	return nil
 }
 
-// retry pays for a retry once its wait is over, or returns why it may not
+// payRetry pays for a retry once its wait is over, or returns why it may not
 // happen after all. A retry after an outage's failure is free.
-func (s *shared) retry(outage bool) error {
+func (s *shared) payRetry(outage bool) error {
 	if s.budget != nil && !outage && !s.budget.withdraw() {
 		return ErrBudgetExhausted
 	}
