@@ -33,19 +33,38 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 	// leak), the first attempt runs here, before the call's state exists
 	// and outside its deferred release, so that a first-try success costs
 	// little more than fn.
-	var err error
-	if do != nil {
-		err = do(ctx)
-	} else {
-		v, err = fn(ctx)
-	}
-	if err == nil && (!p.valueRetry || !p.retry.match(box(v, do == nil), nil)) {
+	v, err := attempt(ctx, fn, do)
+	if acceptsAtOnce(p, v, err, do == nil) {
 		if t.owes() {
 			p.shared.report(&t, success(box(v, do == nil)))
 		}
 		return v, nil
 	}
 	return resume(ctx, p, fn, do, v, err, &t)
+}
+
+// attempt calls the caller's function once: do for Do, fn for DoValue.
+// It is the one place the call calls it.
+func attempt[T any](ctx context.Context, fn func(context.Context) (T, error), do func(context.Context) error) (v T, err error) {
+	if do != nil {
+		return v, do(ctx)
+	}
+	return fn(ctx)
+}
+
+// acceptsAtOnce reports whether a first attempt's outcome ends the call
+// as a success with nothing more to judge: no error, and no value
+// predicate that retries the value.
+func acceptsAtOnce[T any](p *Policy, v T, err error, hasValue bool) bool {
+	return err == nil && (!p.valueRetry || acceptsValue(p, v, hasValue))
+}
+
+// acceptsValue reports whether p's predicate leaves a successful value
+// alone. It is kept out of acceptsAtOnce, so that the fast path inlines.
+//
+//go:noinline
+func acceptsValue[T any](p *Policy, v T, hasValue bool) bool {
+	return !p.retry.match(box(v, hasValue), nil)
 }
 
 // firstWithPermit is the fast path of a first attempt that holds a limiter's
@@ -57,14 +76,11 @@ func firstWithPermit[T any](ctx context.Context, p *Policy, fn func(context.Cont
 			p.shared.drop(t)
 		}
 	}()
-	if do != nil {
-		if err = do(ctx); err == nil && !p.valueRetry && p.shared.succeeded(t) {
-			return v, nil
-		}
-	} else {
-		v, err = fn(ctx)
+	v, err = attempt(ctx, fn, do)
+	if do != nil && err == nil && !p.valueRetry && p.shared.succeeded(t) {
+		return v, nil // Do's success: the permit's own fast path releases it
 	}
-	if err == nil && (!p.valueRetry || !p.retry.match(box(v, do == nil), nil)) {
+	if acceptsAtOnce(p, v, err, do == nil) {
 		p.shared.report(t, success(box(v, do == nil)))
 		return v, nil
 	}
@@ -118,11 +134,7 @@ func loop[T any](c *call, p *Policy, fn func(context.Context) (T, error), do fun
 			if end, err := c.admit(p); end {
 				return v, err
 			}
-			if do != nil {
-				err = do(c.ctx)
-			} else {
-				v, err = fn(c.ctx)
-			}
+			v, err = attempt(c.ctx, fn, do)
 		}
 		ran = false
 		// Only a successful attempt has a value: an error's companion
