@@ -603,3 +603,23 @@ func TestValuePredicatesInDo(t *testing.T) {
 		}
 	})
 }
+
+// TestSynctestMakesWaitsInstant is the README's testing advice: under
+// testing/synctest, DocV1's real waits (1 s, then 2 s) pass at once in the
+// bubble's clock, with no policy patched.
+func TestSynctestMakesWaitsInstant(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		calls := 0
+		err := retries.DocV1.Do(t.Context(), func(context.Context) error {
+			if calls++; calls < 3 {
+				return errors.New("connection reset")
+			}
+			return nil
+		})
+		if err != nil || calls != 3 || time.Since(start) != 3*time.Second {
+			t.Errorf("Do() = %v after %d calls and %v of the bubble's time, want success after 3 calls and 3s", err, calls, time.Since(start))
+		}
+	})
+}
