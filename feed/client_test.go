@@ -195,17 +195,7 @@ func TestSendUnsafeReset(t *testing.T) {
 // sends nothing.
 func TestSendAnswers(t *testing.T) {
 	t.Parallel()
-	srv := feedtest.New(t, func(r *http.Request, _ int) int {
-		switch {
-		case r.URL.Query().Has("condition"):
-			return http.StatusPreconditionFailed
-		case strings.HasSuffix(r.URL.Path, "/missing"):
-			return http.StatusNotFound
-		case strings.HasSuffix(r.URL.Path, "/bad"):
-			return http.StatusBadRequest
-		}
-		return 0
-	})
+	srv := feedtest.New(t, answers)
 	c, err := New(Config{URL: srv.URL})
 	if err != nil {
 		t.Fatal(err)

@@ -288,19 +288,26 @@ func TestFeedUnsafeNotRetried(t *testing.T) {
 	}
 }
 
+// answers is the fault of a server that answers a conditional operation
+// 412, one on a document named missing 404, and one on a document named
+// bad 400.
+func answers(r *http.Request, _ int) int {
+	switch {
+	case r.URL.Query().Has("condition"):
+		return http.StatusPreconditionFailed
+	case strings.HasSuffix(r.URL.Path, "/missing"):
+		return http.StatusNotFound
+	case strings.HasSuffix(r.URL.Path, "/bad"):
+		return http.StatusBadRequest
+	}
+	return 0
+}
+
 // TestFeedAnswers checks which answers count as acknowledged: 2xx, a 412
 // (condition not met) and a 404 for a remove; a 404 for a put fails.
 func TestFeedAnswers(t *testing.T) {
 	t.Parallel()
-	srv := feedtest.New(t, func(r *http.Request, _ int) int {
-		switch {
-		case r.URL.Query().Has("condition"):
-			return http.StatusPreconditionFailed
-		case strings.HasSuffix(r.URL.Path, "/missing"):
-			return http.StatusNotFound
-		}
-		return 0
-	})
+	srv := feedtest.New(t, answers)
 	input := `{"update":"id:a:b::1","condition":"false","fields":{"x":{"assign":1}}}
 {"remove":"id:a:b::missing"}
 {"put":"id:a:b::missing","fields":{}}
