@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,7 +16,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/seed32e55400/retries/feed/feedtest"
 )
@@ -314,7 +315,9 @@ func TestFeedExitOutage(t *testing.T) {
 }
 
 // TestFeedProgressFile: -progress-file takes the progress reports off
-// stderr; with -progress-json it holds JSON lines only.
+// stderr; with -progress-json it holds JSON lines only. The file is a FIFO
+// that the test reads, so that the server holds the feed until the first
+// report has come, with no polling.
 func TestFeedProgressFile(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
@@ -326,22 +329,36 @@ func TestFeedProgressFile(t *testing.T) {
 		return 0
 	})
 	progress := filepath.Join(t.TempDir(), "progress.jsonl")
+	if err := syscall.Mkfifo(progress, 0o600); err != nil {
+		t.Skipf("no FIFO here: %v", err)
+	}
+	read := make(chan []byte)
 	go func() {
-		for { // until a report is written
-			if data, _ := os.ReadFile(progress); len(data) > 0 {
-				close(release)
-				return
-			}
-			time.Sleep(time.Millisecond)
+		f, err := os.Open(progress) // until the feed opens it for writing
+		if err != nil {
+			t.Error(err)
+			close(release)
+			read <- nil
+			return
 		}
+		defer f.Close()
+		r := bufio.NewReader(f)
+		first, _ := r.ReadBytes('\n')
+		close(release) // a report has come: let the feed end
+		rest, _ := io.ReadAll(r)
+		read <- append(first, rest...)
 	}()
 	in := writeFile(t, `{"put":"id:a:b::bad","fields":{}}`+"\n"+`{"put":"id:a:b::1","fields":{}}`+"\n")
 	code, _, stderr := runCmd(t, "feed", "-progress", "5ms", "-progress-json", "-progress-file", progress, "-url", srv.URL, in)
 	if code != exitFail || !strings.Contains(stderr, "failed: line 1") || strings.Contains(stderr, "feeder.") {
 		t.Errorf("exit status %d, stderr:\n%s\nwant exit 1, the failure, and no progress report", code, stderr)
 	}
-	data, _ := os.ReadFile(progress)
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+	data := <-read
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(data) == 0 {
+		t.Fatal("no progress report")
+	}
+	for _, line := range lines {
 		var v map[string]any
 		if err := json.Unmarshal([]byte(line), &v); err != nil {
 			t.Errorf("-progress-file line %q: %v", line, err)
