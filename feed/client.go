@@ -51,12 +51,12 @@ var (
 )
 
 // tell hands what became of an element of the running Feed to its done.
-func (f *Client) tell(o Operation, r Result, err error) {
-	if f.done != nil {
+func (c *Client) tell(o Operation, r Result, err error) {
+	if c.done != nil {
 		if e, ok := err.(*Error); ok && e == nil {
 			err = nil
 		}
-		f.done(o, r, err)
+		c.done(o, r, err)
 	}
 }
 
@@ -75,34 +75,34 @@ func (f *Client) tell(o Operation, r Result, err error) {
 // the operations never sent end with ErrNotSent. Feed returns nil exactly
 // when every element of ops was read and acknowledged; otherwise its error
 // says how many were not. A Client runs one Feed at a time.
-func (f *Client) Feed(ctx context.Context, ops iter.Seq2[Operation, error], done func(Operation, Result, error)) error {
-	if !f.feeding.TryLock() {
+func (c *Client) Feed(ctx context.Context, ops iter.Seq2[Operation, error], done func(Operation, Result, error)) error {
+	if !c.feeding.TryLock() {
 		return errors.New("feed: Feed called while another Feed of the client runs")
 	}
-	defer f.feeding.Unlock()
-	if !f.enter() {
+	defer c.feeding.Unlock()
+	if !c.enter() {
 		return ErrClosed
 	}
-	defer f.sends.Done()
-	f.done = done
-	f.live.reset()
-	base := f.tally()
-	f.outage.Store(nil)
-	f.tlsErr.Store(nil)
-	f.setupErr.Store(nil)
-	f.broken = nil
-	f.mu.Lock()
-	f.base = base
-	f.unsent, f.lastErr, f.failedIDs = nil, nil, map[string]bool{}
-	f.refusal, f.refused = "", 0
-	f.mu.Unlock()
-	res := f.run(ctx, ops)
+	defer c.sends.Done()
+	c.done = done
+	c.live.reset()
+	base := c.tally()
+	c.outage.Store(nil)
+	c.tlsErr.Store(nil)
+	c.setupErr.Store(nil)
+	c.broken = nil
+	c.mu.Lock()
+	c.base = base
+	c.unsent, c.lastErr, c.failedIDs = nil, nil, map[string]bool{}
+	c.refusal, c.refused = "", 0
+	c.mu.Unlock()
+	res := c.run(ctx, ops)
 	// The Sends after the Feed are not halted by its end.
-	f.done = nil
-	f.live.reset()
-	f.mu.Lock()
-	f.last = res
-	f.mu.Unlock()
+	c.done = nil
+	c.live.reset()
+	c.mu.Lock()
+	c.last = res
+	c.mu.Unlock()
 	if res.Complete() {
 		return nil
 	}
@@ -130,18 +130,18 @@ func (f *Client) Feed(ctx context.Context, ops iter.Seq2[Operation, error], done
 // Counts returns the client's counts so far, since New: its Sends' and
 // Feeds' operations, the requests on the wire, and the first endpoint's
 // limit; Elapsed and Rate are zero.
-func (f *Client) Counts() Progress { return f.snapshot() }
+func (c *Client) Counts() Progress { return c.snapshot() }
 
 // Report returns the report of the last Feed that ended: its counts, the
 // state of its limiter, budget and breaker, and what it wrote. Before a
 // Feed has ended, it reports the client's Sends so far.
-func (f *Client) Report() Report {
-	f.mu.Lock()
-	last := f.last
-	f.mu.Unlock()
+func (c *Client) Report() Report {
+	c.mu.Lock()
+	last := c.last
+	c.mu.Unlock()
 	if last.wire == nil {
-		f.counters(&last, 0)
-		last.counts = f.snapshot()
+		c.counters(&last, 0)
+		last.counts = c.snapshot()
 	}
 	return last
 }
@@ -155,32 +155,32 @@ func (f *Client) Report() Report {
 //
 // Send is safe for any number of goroutines; they share the Client's
 // limiter, which paces them.
-func (f *Client) Send(ctx context.Context, o Operation) (Result, error) {
+func (c *Client) Send(ctx context.Context, o Operation) (Result, error) {
 	op, err := prepare(o)
 	if err != nil {
 		return Result{}, &Error{Err: err}
 	}
-	if !f.enter() {
+	if !c.enter() {
 		return Result{}, &Error{Err: ErrClosed}
 	}
-	defer f.sends.Done()
-	if err := f.outage.Load(); err != nil && f.pause.paused() {
+	defer c.sends.Done()
+	if err := c.outage.Load(); err != nil && c.pause.paused() {
 		return Result{}, &Error{Err: err} // the outage has outlasted MaxOutage, and goes on
 	}
-	release, err := f.order.acquire(ctx, op.id)
+	release, err := c.order.acquire(ctx, op.id)
 	if err != nil {
 		return Result{}, &Error{Err: err}
 	}
 	defer release()
-	if f.sendSlots != nil { // a fixed concurrency: no limiter to pace the Sends
+	if c.sendSlots != nil { // a fixed concurrency: no limiter to pace the Sends
 		select {
-		case f.sendSlots <- struct{}{}:
-			defer func() { <-f.sendSlots }()
+		case c.sendSlots <- struct{}{}:
+			defer func() { <-c.sendSlots }()
 		case <-ctx.Done():
 			return Result{}, &Error{Err: context.Cause(ctx)}
 		}
 	}
-	_, st := f.sendOp(ctx, op, false)
+	_, st := c.sendOp(ctx, op, false)
 	if st.err != nil {
 		return st.result, st.err
 	}
@@ -188,40 +188,40 @@ func (f *Client) Send(ctx context.Context, o Operation) (Result, error) {
 }
 
 // Put sends a put of the document id with fields.
-func (f *Client) Put(ctx context.Context, id string, fields json.RawMessage) (Result, error) {
-	return f.Send(ctx, Operation{Kind: Put, ID: id, Fields: fields})
+func (c *Client) Put(ctx context.Context, id string, fields json.RawMessage) (Result, error) {
+	return c.Send(ctx, Operation{Kind: Put, ID: id, Fields: fields})
 }
 
 // Update sends an update of the document id with fields, each an update
 // operation such as {"title": {"assign": "…"}}.
-func (f *Client) Update(ctx context.Context, id string, fields json.RawMessage) (Result, error) {
-	return f.Send(ctx, Operation{Kind: Update, ID: id, Fields: fields})
+func (c *Client) Update(ctx context.Context, id string, fields json.RawMessage) (Result, error) {
+	return c.Send(ctx, Operation{Kind: Update, ID: id, Fields: fields})
 }
 
 // Remove sends a remove of the document id.
-func (f *Client) Remove(ctx context.Context, id string) (Result, error) {
-	return f.Send(ctx, Operation{Kind: Remove, ID: id})
+func (c *Client) Remove(ctx context.Context, id string) (Result, error) {
+	return c.Send(ctx, Operation{Kind: Remove, ID: id})
 }
 
 // Close stops new Sends and Feeds, which then fail with ErrClosed, waits
 // for those running, and closes the idle connections. It returns nil.
-func (f *Client) Close() error {
-	f.closeMu.Lock()
-	f.closed = true
-	f.closeMu.Unlock()
-	f.sends.Wait()
-	f.transport.CloseIdleConnections()
+func (c *Client) Close() error {
+	c.closeMu.Lock()
+	c.closed = true
+	c.closeMu.Unlock()
+	c.sends.Wait()
+	c.transport.CloseIdleConnections()
 	return nil
 }
 
-// enter counts a Send or Feed in, and reports false if f is closed.
-func (f *Client) enter() bool {
-	f.closeMu.Lock()
-	defer f.closeMu.Unlock()
-	if f.closed {
+// enter counts a Send or Feed in, and reports false if c is closed.
+func (c *Client) enter() bool {
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
+	if c.closed {
 		return false
 	}
-	f.sends.Add(1)
+	c.sends.Add(1)
 	return true
 }
 

@@ -82,13 +82,13 @@ const probeEvery = time.Second
 // breaker is closed, or, once a second, one whose breaker is open, so that
 // it gets a probe; when every breaker is open, the one routed to longest
 // ago, so that the waiting operations spread and every endpoint is probed.
-func (f *Client) route() *endpoint {
-	if len(f.endpoints) == 1 {
-		return f.endpoints[0]
+func (c *Client) route() *endpoint {
+	if len(c.endpoints) == 1 {
+		return c.endpoints[0]
 	}
 	now := time.Now().UnixNano()
 	var best, stale *endpoint
-	for _, e := range f.endpoints {
+	for _, e := range c.endpoints {
 		if e.breaker.State() == retries.BreakerClosed {
 			if best == nil || e.ops.Load() < best.ops.Load() {
 				best = e
@@ -111,12 +111,12 @@ func (f *Client) route() *endpoint {
 
 // endpointsJSON describes each endpoint for the summary, when there are
 // several.
-func (f *Client) endpointsJSON() any {
-	if len(f.endpoints) < 2 {
+func (c *Client) endpointsJSON() any {
+	if len(c.endpoints) < 2 {
 		return nil
 	}
-	out := make([]any, len(f.endpoints))
-	for i, e := range f.endpoints {
+	out := make([]any, len(c.endpoints))
+	for i, e := range c.endpoints {
 		s := e.breaker.Stats()
 		out[i] = map[string]any{
 			"url": e.redactedURL(), "operations": e.sent.Load(), "limiter": limiterJSON(e.limiter),

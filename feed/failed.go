@@ -58,16 +58,16 @@ func (w *failedWriter) result() (int64, error) {
 // cannot be parsed is reported and counted, not written; an input error
 // ends the reading, and res.unread then stays where the unfed input
 // starts.
-func (f *Client) writeRest(res *Report, items <-chan readItem) {
-	f.out.printf("retries feed: writing the input not fed to the -failed file\n")
+func (c *Client) writeRest(res *Report, items <-chan readItem) {
+	c.out.printf("retries feed: writing the input not fed to the -failed file\n")
 	for it := range items {
 		if it.err == nil {
-			f.failedOut.write(it.op)
-			f.tell(it.op.public(), Result{}, &Error{Err: ErrNotSent})
+			c.failedOut.write(it.op)
+			c.tell(it.op.public(), Result{}, &Error{Err: ErrNotSent})
 			continue
 		}
 		if it.err != io.EOF {
-			f.tell(it.pub, Result{}, it.err)
+			c.tell(it.pub, Result{}, it.err)
 		}
 		var bad *OperationError
 		switch {
@@ -76,14 +76,14 @@ func (f *Client) writeRest(res *Report, items <-chan readItem) {
 		case errors.As(it.err, &bad):
 			res.badInput++
 			res.failed++
-			f.out.printf("retries feed: %v (not written)\n", it.err)
+			c.out.printf("retries feed: %v (not written)\n", it.err)
 		default:
 			res.badInput++
 			res.failed++
-			f.out.printf("retries feed: %v\n", it.err)
+			c.out.printf("retries feed: %v\n", it.err)
 			var stop *InputError
 			if errors.As(it.err, &stop) {
-				res.unread, f.broken = stop.from, stop
+				res.unread, c.broken = stop.from, stop
 			}
 			return
 		}

@@ -264,30 +264,30 @@ func New(cfg Config) (*Client, error) {
 		}
 	}
 	cfg = withDefaults(cfg)
-	f := &Client{cfg: cfg, out: &lockedWriter{w: cfg.Log},
+	c := &Client{cfg: cfg, out: &lockedWriter{w: cfg.Log},
 		busy: map[string][]*operation{}, failedIDs: map[string]bool{}}
-	f.running.Store(&idle)
+	c.running.Store(&idle)
 	if cfg.Concurrency > 0 {
-		f.sendSlots = make(chan struct{}, cfg.Concurrency)
+		c.sendSlots = make(chan struct{}, cfg.Concurrency)
 	}
 	if cfg.Failed != nil {
-		f.failedOut = &failedWriter{w: cfg.Failed}
+		c.failedOut = &failedWriter{w: cfg.Failed}
 	}
-	f.unknownOut = f.failedOut
+	c.unknownOut = c.failedOut
 	if cfg.Unknown != nil {
-		f.unknownOut = &failedWriter{w: cfg.Unknown}
+		c.unknownOut = &failedWriter{w: cfg.Unknown}
 	}
-	f.params = requestParams(cfg)
-	f.wire.secrets = redactor(cfg.Header)
-	f.progressOut = f.out
+	c.params = requestParams(cfg)
+	c.wire.secrets = redactor(cfg.Header)
+	c.progressOut = c.out
 	if cfg.ProgressOut != nil {
-		f.progressOut = &lockedWriter{w: cfg.ProgressOut}
+		c.progressOut = &lockedWriter{w: cfg.ProgressOut}
 	}
-	f.transport = newConnPool(cfg, f.slots())
+	c.transport = newConnPool(cfg, c.slots())
 	for _, raw := range urls {
-		f.endpoints = append(f.endpoints, f.newEndpoint(raw))
+		c.endpoints = append(c.endpoints, c.newEndpoint(raw))
 	}
-	return f, nil
+	return c, nil
 }
 
 // feedRun is what the operations of a running Feed share: ctx ends when
@@ -373,12 +373,12 @@ func isZero(p retries.Policy) bool { return p.String() == zeroPolicy }
 
 // newEndpoint returns the endpoint at raw, with its own limiter and
 // breaker and the two retrying clients.
-func (f *Client) newEndpoint(raw string) *endpoint {
-	cfg := f.cfg
+func (c *Client) newEndpoint(raw string) *endpoint {
+	cfg := c.cfg
 	e := &endpoint{url: raw, base: strings.TrimRight(raw, "/"), multi: len(cfg.URLs) > 1}
 	e.move, e.moveNow = context.WithCancelCause(context.Background())
 	e.breaker = retries.NewBreaker(retries.BreakerConfig{MaxProbeInterval: cfg.MaxProbeInterval,
-		OnStateChange: func(from, to retries.BreakerState) { f.onBreaker(e, from, to) }})
+		OnStateChange: func(from, to retries.BreakerState) { c.onBreaker(e, from, to) }})
 	inner := cfg.Inner.Copy(retries.WithBreaker(e.breaker), retries.WithObserver(cfg.Calls))
 	if cfg.Concurrency == 0 {
 		e.limiter = retries.NewLimiter(retries.LimiterConfig{MaxInFlight: cfg.MaxInFlight})
@@ -388,7 +388,7 @@ func (f *Client) newEndpoint(raw string) *endpoint {
 	if cfg.AttemptTimeout > 0 {
 		topts = append(topts, retries.WithAttemptTimeout(cfg.AttemptTimeout))
 	}
-	wire := wireCounter{base: f.transport, s: &f.wire}
+	wire := wireCounter{base: c.transport, s: &c.wire}
 	client := func(pred retries.Predicate) *http.Client {
 		// The inner layer also retries, while the breaker is open, what
 		// the outer one would: it waits the outage out, and the outer
@@ -405,7 +405,7 @@ func (f *Client) newEndpoint(raw string) *endpoint {
 				}
 				// Say why the operation failed: the budget, after this
 				// outcome.
-				f.refusals.Add(1)
+				c.refusals.Add(1)
 				e := &refusedAfter{last: s.Err, refusal: s.Refusal}
 				if resp, ok := s.Value.(*http.Response); ok {
 					e.last, e.status = errors.New(resp.Status), resp.StatusCode
@@ -426,16 +426,16 @@ func (f *Client) newEndpoint(raw string) *endpoint {
 
 // slots is the number of operations dispatched at once, in flight or
 // waiting behind another operation on the same document.
-func (f *Client) slots() int {
-	if f.cfg.Concurrency > 0 {
-		return f.cfg.Concurrency
+func (c *Client) slots() int {
+	if c.cfg.Concurrency > 0 {
+		return c.cfg.Concurrency
 	}
-	return f.cfg.MaxInFlight
+	return c.cfg.MaxInFlight
 }
 
-func (f *Client) run(ctx context.Context, ops iter.Seq2[Operation, error]) Report {
+func (c *Client) run(ctx context.Context, ops iter.Seq2[Operation, error]) Report {
 	start := time.Now()
-	defer f.transport.CloseIdleConnections()
+	defer c.transport.CloseIdleConnections()
 	// Requests run under their own context, canceled Config.Grace after
 	// ctx ends, at once when an outage outlasts Config.MaxOutage, or when
 	// the feed is over.
@@ -443,18 +443,18 @@ func (f *Client) run(ctx context.Context, ops iter.Seq2[Operation, error]) Repor
 	defer stopRun(nil)
 	sendCtx, cancelSend := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelSend(nil)
-	f.running.Store(&feedRun{ctx: runCtx, halt: stopRun, stop: func(cause error) { stopRun(cause); cancelSend(cause) }})
-	defer f.running.Store(&idle)
-	defer context.AfterFunc(runCtx, func() { f.live.halt(stopCause(runCtx)) })()
-	defer f.watchFirstResponse()()
+	c.running.Store(&feedRun{ctx: runCtx, halt: stopRun, stop: func(cause error) { stopRun(cause); cancelSend(cause) }})
+	defer c.running.Store(&idle)
+	defer context.AfterFunc(runCtx, func() { c.live.halt(stopCause(runCtx)) })()
+	defer c.watchFirstResponse()()
 	finished := make(chan struct{})
-	go f.cancelAfterGrace(ctx, finished, cancelSend)
+	go c.cancelAfterGrace(ctx, finished, cancelSend)
 	var progressDone chan struct{}
-	if f.cfg.Progress > 0 {
+	if c.cfg.Progress > 0 {
 		progressDone = make(chan struct{})
 		go func() {
 			defer close(progressDone)
-			f.reportProgress(start, finished)
+			c.reportProgress(start, finished)
 		}()
 	}
 	// The input is read on its own goroutine, so that an interrupt ends
@@ -465,21 +465,21 @@ func (f *Client) run(ctx context.Context, ops iter.Seq2[Operation, error]) Repor
 	defer close(stopRead)
 	go readOps(ops, items, stopRead)
 	var wg sync.WaitGroup
-	res, eof := f.dispatchAll(runCtx, sendCtx, items, &wg)
+	res, eof := c.dispatchAll(runCtx, sendCtx, items, &wg)
 	wg.Wait()
-	f.pause.disarm() // a feed that ended paused is not stopped later
+	c.pause.disarm() // a feed that ended paused is not stopped later
 	close(finished)
 	if progressDone != nil {
 		<-progressDone
 	}
-	f.settle(&res, time.Since(start))
-	if err := f.outage.Load(); err != nil {
+	c.settle(&res, time.Since(start))
+	if err := c.outage.Load(); err != nil {
 		res.outage = err
 	}
-	if err := f.tlsErr.Load(); err != nil {
+	if err := c.tlsErr.Load(); err != nil {
 		res.tlsErr = err.err
 	}
-	if err := f.setupErr.Load(); err != nil {
+	if err := c.setupErr.Load(); err != nil {
 		res.setupErr = err
 	}
 	if !eof {
@@ -487,70 +487,70 @@ func (f *Client) run(ctx context.Context, ops iter.Seq2[Operation, error]) Repor
 		if res.outage != nil || res.tlsErr != nil || res.setupErr != nil {
 			why = "stopped"
 		}
-		f.out.printf("retries feed: %s: the input from %v on was not read\n", why, res.unread)
-		if f.failedOut != nil {
-			f.writeRest(&res, items)
+		c.out.printf("retries feed: %s: the input from %v on was not read\n", why, res.unread)
+		if c.failedOut != nil {
+			c.writeRest(&res, items)
 		}
 	}
-	f.writeUnread(&res)
-	f.mu.Lock()
-	res.unknown = f.unknown.Load() - f.base.unknown
-	f.mu.Unlock()
-	if f.failedOut != nil {
+	c.writeUnread(&res)
+	c.mu.Lock()
+	res.unknown = c.unknown.Load() - c.base.unknown
+	c.mu.Unlock()
+	if c.failedOut != nil {
 		res.hasFailedFile = true
-		res.written, res.writeErr = f.failedOut.result()
-		if f.unknownOut != f.failedOut {
+		res.written, res.writeErr = c.failedOut.result()
+		if c.unknownOut != c.failedOut {
 			var err error
-			res.unknownOut, err = f.unknownOut.result()
+			res.unknownOut, err = c.unknownOut.result()
 			res.writeErr = cmp.Or(res.writeErr, err)
 		}
 		if res.writeErr != nil {
-			f.out.printf("retries feed: writing the operations not acknowledged: %v; the file is incomplete\n", res.writeErr)
+			c.out.printf("retries feed: writing the operations not acknowledged: %v; the file is incomplete\n", res.writeErr)
 		}
 	}
 	if line := res.shortfall(); line != "" {
-		f.out.printf("retries feed: not fed: %s\n", line)
+		c.out.printf("retries feed: not fed: %s\n", line)
 	}
 	return res
 }
 
 // writeUnread writes the input from the broken JSON that stopped the
 // reading on, if any, to Config.Unread, byte for byte.
-func (f *Client) writeUnread(res *Report) {
+func (c *Client) writeUnread(res *Report) {
 	var syntax *syntaxError
-	if f.cfg.Unread == nil || f.broken == nil || !errors.As(f.broken.Err, &syntax) {
+	if c.cfg.Unread == nil || c.broken == nil || !errors.As(c.broken.Err, &syntax) {
 		return
 	}
-	rest := f.broken.Rest()
+	rest := c.broken.Rest()
 	if rest == nil {
-		f.out.printf("retries feed: the input from %v on cannot be written: its first bytes are not kept\n", f.broken.from)
+		c.out.printf("retries feed: the input from %v on cannot be written: its first bytes are not kept\n", c.broken.from)
 		return
 	}
-	n, err := io.Copy(f.cfg.Unread, rest)
+	n, err := io.Copy(c.cfg.Unread, rest)
 	res.unreadBytes = n
 	if err != nil {
 		res.writeErr = cmp.Or(res.writeErr, err)
-		f.out.printf("retries feed: writing the unread input: %v\n", err)
+		c.out.printf("retries feed: writing the unread input: %v\n", err)
 	}
 }
 
 // cancelAfterGrace calls cancelSend Config.Grace after ctx ends, unless
 // the feed is finished first.
-func (f *Client) cancelAfterGrace(ctx context.Context, finished <-chan struct{}, cancelSend context.CancelCauseFunc) {
+func (c *Client) cancelAfterGrace(ctx context.Context, finished <-chan struct{}, cancelSend context.CancelCauseFunc) {
 	select {
 	case <-ctx.Done():
 	case <-finished:
 		return
 	}
-	switch n := f.wire.inFlight.Load(); {
+	switch n := c.wire.inFlight.Load(); {
 	case n == 0:
-		f.out.printf("retries feed: interrupted: nothing in flight; stopping\n")
-	case f.cfg.Grace > 0:
-		f.out.printf("retries feed: interrupted: waiting up to %v for the %d requests in flight; interrupt again to quit at once\n", f.cfg.Grace, n)
+		c.out.printf("retries feed: interrupted: nothing in flight; stopping\n")
+	case c.cfg.Grace > 0:
+		c.out.printf("retries feed: interrupted: waiting up to %v for the %d requests in flight; interrupt again to quit at once\n", c.cfg.Grace, n)
 	default:
-		f.out.printf("retries feed: interrupted: canceling the %d requests in flight\n", n)
+		c.out.printf("retries feed: interrupted: canceling the %d requests in flight\n", n)
 	}
-	t := time.NewTimer(f.cfg.Grace)
+	t := time.NewTimer(c.cfg.Grace)
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -564,11 +564,11 @@ func (f *Client) cancelAfterGrace(ctx context.Context, finished <-chan struct{},
 // goroutines. While the feed is paused it takes none. It reports whether
 // the input was read to its end or to an error that stops it, and, when it
 // was not, res.unread says from where.
-func (f *Client) dispatchAll(ctx, sendCtx context.Context, items <-chan readItem, wg *sync.WaitGroup) (res Report, eof bool) {
-	slots := &window{n: f.slots(), max: cmp.Or(f.cfg.MaxDispatchBytes, DefaultMaxDispatchBytes)}
+func (c *Client) dispatchAll(ctx, sendCtx context.Context, items <-chan readItem, wg *sync.WaitGroup) (res Report, eof bool) {
+	slots := &window{n: c.slots(), max: cmp.Or(c.cfg.MaxDispatchBytes, DefaultMaxDispatchBytes)}
 	res.unread = inputPos{line: 1} // where the input not yet taken starts
 	for {
-		if f.pause.wait(ctx) != nil {
+		if c.pause.wait(ctx) != nil {
 			return res, false
 		}
 		var it readItem
@@ -584,19 +584,19 @@ func (f *Client) dispatchAll(ctx, sendCtx context.Context, items <-chan readItem
 			res.unread = it.after
 		}
 		if it.err != nil {
-			if f.badInput(&res, it) {
+			if c.badInput(&res, it) {
 				continue
 			}
 			return res, true
 		}
-		f.read.Add(1)
+		c.read.Add(1)
 		if slots.take(ctx, it.op) != nil {
-			f.mu.Lock()
-			f.unsent = append(f.unsent, it.op)
-			f.mu.Unlock()
+			c.mu.Lock()
+			c.unsent = append(c.unsent, it.op)
+			c.mu.Unlock()
 			return res, false
 		}
-		f.dispatch(ctx, sendCtx, it.op, slots, wg)
+		c.dispatch(ctx, sendCtx, it.op, slots, wg)
 	}
 }
 
@@ -604,66 +604,66 @@ func (f *Client) dispatchAll(ctx, sendCtx context.Context, items <-chan readItem
 // whether the reading goes on: after a *OperationError it does; after the end of
 // the input, an *InputError or another error it stops, and res.unread is
 // then where the unread input starts, or line 0 if all was read.
-func (f *Client) badInput(res *Report, it readItem) (goOn bool) {
+func (c *Client) badInput(res *Report, it readItem) (goOn bool) {
 	err := it.err
 	var bad *OperationError
 	var stop *InputError
 	if err != io.EOF {
-		f.tell(it.pub, Result{}, err)
+		c.tell(it.pub, Result{}, err)
 	}
 	switch {
 	case err == io.EOF:
 		res.unread = inputPos{}
 		return false
 	case errors.As(err, &bad):
-		f.read.Add(1)
-		f.badIn.Add(1)
-		f.failed.Add(1)
-		f.out.printf("retries feed: %v (skipped)\n", err)
+		c.read.Add(1)
+		c.badIn.Add(1)
+		c.failed.Add(1)
+		c.out.printf("retries feed: %v (skipped)\n", err)
 		return true
 	case errors.As(err, &stop):
-		f.badIn.Add(1)
+		c.badIn.Add(1)
 		res.unread = stop.from
-		f.broken = stop
+		c.broken = stop
 	default:
 		res.unread = inputPos{}
 	}
-	f.failed.Add(1)
-	f.out.printf("retries feed: %v\n", err)
+	c.failed.Add(1)
+	c.out.printf("retries feed: %v\n", err)
 	return false
 }
 
 // settle fills in res at the end of the feed, and reports every operation
 // read but not sent.
-func (f *Client) settle(res *Report, elapsed time.Duration) {
-	f.counters(res, elapsed)
-	res.counts = f.snapshot()
-	f.mu.Lock()
-	res.unsent, res.lastErr = f.unsent, f.lastErr
-	f.mu.Unlock()
+func (c *Client) settle(res *Report, elapsed time.Duration) {
+	c.counters(res, elapsed)
+	res.counts = c.snapshot()
+	c.mu.Lock()
+	res.unsent, res.lastErr = c.unsent, c.lastErr
+	c.mu.Unlock()
 	res.failed += int64(len(res.unsent))
 	for _, op := range res.unsent {
-		f.out.printf("retries feed: not sent: %s\n", op.name())
-		f.failedOut.write(op)
-		f.tell(op.public(), Result{}, &Error{Err: ErrNotSent})
+		c.out.printf("retries feed: not sent: %s\n", op.name())
+		c.failedOut.write(op)
+		c.tell(op.public(), Result{}, &Error{Err: ErrNotSent})
 	}
 }
 
 // counters fills in res with the feed's counts after elapsed.
-func (f *Client) counters(res *Report, elapsed time.Duration) {
-	now := f.tally()
-	f.mu.Lock()
-	b := f.base
-	f.mu.Unlock()
+func (c *Client) counters(res *Report, elapsed time.Duration) {
+	now := c.tally()
+	c.mu.Lock()
+	b := c.base
+	c.mu.Unlock()
 	res.elapsed = elapsed
 	res.ok, res.failed = now.ok-b.ok, now.failed-b.failed
 	res.notFound, res.condFailed, res.refusals = now.notFound-b.notFound, now.condFailed-b.condFailed, now.refusals-b.refusals
 	res.operations, res.badInput, res.heldBack = now.read-b.read, now.badIn-b.badIn, now.heldBack-b.heldBack
-	res.inFlight = f.wire.inFlight.Load()
-	first := f.endpoints[0]
-	res.wire, res.Limiter, res.Budget, res.Breaker = &f.wire, first.limiter, f.cfg.Budget, first.breaker
-	res.pauses, res.paused, _ = f.pause.stats()
-	res.endpoints = f.endpointsJSON()
+	res.inFlight = c.wire.inFlight.Load()
+	first := c.endpoints[0]
+	res.wire, res.Limiter, res.Budget, res.Breaker = &c.wire, first.limiter, c.cfg.Budget, first.breaker
+	res.pauses, res.paused, _ = c.pause.stats()
+	res.endpoints = c.endpointsJSON()
 }
 
 // tally is the client's counts of operations since New, Sends included;
@@ -672,21 +672,21 @@ type tally struct {
 	ok, failed, notFound, condFailed, refusals, read, badIn, heldBack, unknown int64
 }
 
-func (f *Client) tally() tally {
-	f.mu.Lock()
-	heldBack := f.heldBack
-	f.mu.Unlock()
-	return tally{ok: f.ok.Load(), failed: f.failed.Load(), notFound: f.notFound.Load(), condFailed: f.condFailed.Load(),
-		refusals: f.refusals.Load(), read: f.read.Load(), badIn: f.badIn.Load(), heldBack: heldBack, unknown: f.unknown.Load()}
+func (c *Client) tally() tally {
+	c.mu.Lock()
+	heldBack := c.heldBack
+	c.mu.Unlock()
+	return tally{ok: c.ok.Load(), failed: c.failed.Load(), notFound: c.notFound.Load(), condFailed: c.condFailed.Load(),
+		refusals: c.refusals.Load(), read: c.read.Load(), badIn: c.badIn.Load(), heldBack: heldBack, unknown: c.unknown.Load()}
 }
 
 // current returns the feed's counts so far, as a Report for the summary.
-func (f *Client) current(start time.Time) Report {
+func (c *Client) current(start time.Time) Report {
 	var res Report
-	f.counters(&res, time.Since(start))
-	res.hasFailedFile = f.failedOut != nil
+	c.counters(&res, time.Since(start))
+	res.hasFailedFile = c.failedOut != nil
 	if res.hasFailedFile {
-		res.written, _ = f.failedOut.result()
+		res.written, _ = c.failedOut.result()
 	}
 	return res
 }
@@ -734,52 +734,52 @@ func readOps(ops iter.Seq2[Operation, error], items chan<- readItem, stop <-chan
 // dispatch starts op, or queues it behind the operation in flight for the
 // same document, so that operations on one document are applied in input
 // order and a retry never overtakes a later operation.
-func (f *Client) dispatch(ctx, sendCtx context.Context, op *operation, slots *window, wg *sync.WaitGroup) {
-	f.mu.Lock()
-	if f.failedIDs[op.id] {
-		f.holdBack(op)
-		f.mu.Unlock()
+func (c *Client) dispatch(ctx, sendCtx context.Context, op *operation, slots *window, wg *sync.WaitGroup) {
+	c.mu.Lock()
+	if c.failedIDs[op.id] {
+		c.holdBack(op)
+		c.mu.Unlock()
 		slots.give(op)
 		return
 	}
-	if q, ok := f.busy[op.id]; ok {
-		f.busy[op.id] = append(q, op)
-		f.mu.Unlock()
+	if q, ok := c.busy[op.id]; ok {
+		c.busy[op.id] = append(q, op)
+		c.mu.Unlock()
 		return
 	}
-	f.busy[op.id] = nil
-	f.mu.Unlock()
+	c.busy[op.id] = nil
+	c.mu.Unlock()
 	wg.Go(func() {
 		for op != nil {
-			ok := f.send(sendCtx, op)
+			ok := c.send(sendCtx, op)
 			slots.give(op)
-			f.mu.Lock()
-			q := f.busy[op.id]
+			c.mu.Lock()
+			q := c.busy[op.id]
 			if !ok { // the later operations must not overtake it
-				f.failedIDs[op.id] = true
+				c.failedIDs[op.id] = true
 			}
 			switch {
 			case len(q) == 0:
-				delete(f.busy, op.id)
+				delete(c.busy, op.id)
 				op = nil
 			case ctx.Err() != nil: // interrupted: send nothing more
-				f.unsent = append(f.unsent, q...)
+				c.unsent = append(c.unsent, q...)
 				for _, later := range q {
 					slots.give(later)
 				}
-				delete(f.busy, op.id)
+				delete(c.busy, op.id)
 				op = nil
 			case !ok:
 				for _, later := range q {
-					f.holdBack(later)
+					c.holdBack(later)
 					slots.give(later)
 				}
-				delete(f.busy, op.id)
+				delete(c.busy, op.id)
 				op = nil
 			default:
-				op, f.busy[op.id] = q[0], q[1:]
+				op, c.busy[op.id] = q[0], q[1:]
 			}
-			f.mu.Unlock()
+			c.mu.Unlock()
 		}
 	})
 }
@@ -791,57 +791,57 @@ func (e *tlsStop) Error() string { return "stopped by a TLS error: " + e.err.Err
 
 // stopOnTLS ends the feed at the first TLS error: every later attempt
 // would fail the same way.
-func (f *Client) stopOnTLS(err error) {
+func (c *Client) stopOnTLS(err error) {
 	e := &tlsStop{err: err}
-	if f.tlsErr.CompareAndSwap(nil, e) {
-		f.out.printf("retries feed: stopping: TLS: %v\n", err)
-		f.running.Load().stop(e)
+	if c.tlsErr.CompareAndSwap(nil, e) {
+		c.out.printf("retries feed: stopping: TLS: %v\n", err)
+		c.running.Load().stop(e)
 	}
 }
 
 // holdBack reports op, which is not sent because an earlier operation on
 // its document failed: sent now, it would overtake that one when the
-// failed operations are fed again. f.mu is held.
-func (f *Client) holdBack(op *operation) {
-	f.heldBack++
-	f.failed.Add(1)
-	f.out.printf("retries feed: not sent: %s: an earlier operation on the document failed\n", op.name())
-	f.failedOut.write(op)
-	f.tell(op.public(), Result{}, &Error{Err: ErrHeldBack})
+// failed operations are fed again. c.mu is held.
+func (c *Client) holdBack(op *operation) {
+	c.heldBack++
+	c.failed.Add(1)
+	c.out.printf("retries feed: not sent: %s: an earlier operation on the document failed\n", op.name())
+	c.failedOut.write(op)
+	c.tell(op.public(), Result{}, &Error{Err: ErrHeldBack})
 }
 
 // send sends op to an endpoint through the retrying clients, reports a
 // failure, and reports whether op was acknowledged. When its endpoint
 // fails and moves it away, it goes to another.
-func (f *Client) send(ctx context.Context, op *operation) (ok bool) {
-	ok, _ = f.sendOp(ctx, op, true)
+func (c *Client) send(ctx context.Context, op *operation) (ok bool) {
+	ok, _ = c.sendOp(ctx, op, true)
 	return ok
 }
 
 // sendOp is send, which also returns the operation's state: its Result
 // and *Error.
-func (f *Client) sendOp(ctx context.Context, op *operation, ofFeed bool) (ok bool, state *opState) {
+func (c *Client) sendOp(ctx context.Context, op *operation, ofFeed bool) (ok bool, state *opState) {
 	ctx, state, cancel := withOpState(ctx)
 	state.ofFeed = ofFeed
 	defer cancel(nil)
 	// An interrupt ends the operation unless a request of it is on the
 	// wire; then as that request leaves it.
-	f.live.add(state)
-	defer f.live.remove(state)
-	if f.cfg.Timeout > 0 {
-		defer f.pause.withTimeout(cancel, f.cfg.Timeout)()
+	c.live.add(state)
+	defer c.live.remove(state)
+	if c.cfg.Timeout > 0 {
+		defer c.pause.withTimeout(cancel, c.cfg.Timeout)()
 	}
 	for {
-		e := f.route()
+		e := c.route()
 		e.sent.Add(1)
 		e.ops.Add(1)
 		stay, leave := e.within(ctx, state)
-		ok, moved := f.sendTo(stay, e, op, state)
+		ok, moved := c.sendTo(stay, e, op, state)
 		leave()
 		e.ops.Add(-1)
 		if !moved || ctx.Err() != nil {
 			if moved { // the operation's own context ended as it moved
-				f.fail(op, context.Cause(ctx), state, 0)
+				c.fail(op, context.Cause(ctx), state, 0)
 			}
 			return ok, state
 		}
@@ -850,31 +850,31 @@ func (f *Client) sendOp(ctx context.Context, op *operation, ofFeed bool) (ok boo
 
 // sendTo sends op to e, and reports whether it was acknowledged, or moved
 // away before an answer (and not reported).
-func (f *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opState) (ok, moved bool) {
+func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opState) (ok, moved bool) {
 	var body io.Reader
 	gzipped := false
 	if op.body != nil {
 		var b []byte
-		b, gzipped = wireBody(op.body, f.cfg.Compression)
+		b, gzipped = wireBody(op.body, c.cfg.Compression)
 		body = bytes.NewReader(b)
 	}
 	target := e.base + op.path
-	if f.params != "" {
+	if c.params != "" {
 		sep := "?"
 		if strings.Contains(op.path, "?") {
 			sep = "&"
 		}
-		target += sep + f.params
+		target += sep + c.params
 	}
 	req, err := http.NewRequestWithContext(ctx, op.kind.method(), target, body)
 	if err != nil {
-		f.fail(op, err, st, 0)
+		c.fail(op, err, st, 0)
 		return false, false
 	}
-	for name, vs := range f.cfg.Header {
+	for name, vs := range c.cfg.Header {
 		req.Header[name] = vs
 	}
-	if h := f.cfg.Header.Get("Host"); h != "" {
+	if h := c.cfg.Header.Get("Host"); h != "" {
 		req.Host = h
 	}
 	// Shared, never modified: no allocation per request.
@@ -907,14 +907,14 @@ func (f *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 			err = cause
 		}
 		if isTLSError(err) {
-			f.stopOnTLS(err)
+			c.stopOnTLS(err)
 		}
 		status := 0
 		var refused *refusedAfter
 		if errors.As(err, &refused) {
 			status = refused.status
 		}
-		f.fail(op, err, st, status)
+		c.fail(op, err, st, status)
 		return false, false
 	}
 	if resp.StatusCode/100 == 2 {
@@ -922,27 +922,27 @@ func (f *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 		// connection is reused, without a buffer of its own.
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
 		_ = resp.Body.Close()
-		return f.succeeded(op, st, resp.StatusCode), false
+		return c.succeeded(op, st, resp.StatusCode), false
 	}
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
 	switch {
 	case resp.StatusCode == http.StatusPreconditionFailed:
-		f.condFailed.Add(1) // an answer: the condition was not met
+		c.condFailed.Add(1) // an answer: the condition was not met
 	case resp.StatusCode == http.StatusNotFound && op.kind == Remove:
-		f.notFound.Add(1) // an answer: there was nothing to remove
+		c.notFound.Add(1) // an answer: there was nothing to remove
 	default:
-		msg := message(data, f.wire.secrets)
-		if f.cfg.TraceLevel > 0 {
-			if tr := trace(data, f.wire.secrets); tr != "" {
+		msg := message(data, c.wire.secrets)
+		if c.cfg.TraceLevel > 0 {
+			if tr := trace(data, c.wire.secrets); tr != "" {
 				msg += "; trace: " + tr
 			}
 		}
-		f.fail(op, fmt.Errorf("%s: %s", resp.Status, msg), st, resp.StatusCode)
-		f.noteRefusal(op, resp.StatusCode, msg, data)
+		c.fail(op, fmt.Errorf("%s: %s", resp.Status, msg), st, resp.StatusCode)
+		c.noteRefusal(op, resp.StatusCode, msg, data)
 		return false, false
 	}
-	return f.succeeded(op, st, resp.StatusCode), false
+	return c.succeeded(op, st, resp.StatusCode), false
 }
 
 // The header values of every request with a body, shared.
@@ -952,14 +952,14 @@ var (
 )
 
 // succeeded counts op as acknowledged, and reports true.
-func (f *Client) succeeded(op *operation, st *opState, status int) bool {
-	f.ok.Add(1)
-	if !f.acked.Load() {
-		f.acked.Store(true)
+func (c *Client) succeeded(op *operation, st *opState, status int) bool {
+	c.ok.Add(1)
+	if !c.acked.Load() {
+		c.acked.Store(true)
 	}
 	st.result = Result{Status: status, Attempts: int(st.attempts.Load())}
 	if st.ofFeed {
-		f.tell(op.public(), st.result, nil)
+		c.tell(op.public(), st.result, nil)
 	}
 	return true
 }
@@ -967,31 +967,31 @@ func (f *Client) succeeded(op *operation, st *opState, status int) bool {
 // fail reports op as failed with err, and writes it to Config.Failed, or,
 // when it is not safe to repeat and one of its requests (st's) may have
 // been applied, to Config.Unknown.
-func (f *Client) fail(op *operation, err error, st *opState, status int) {
+func (c *Client) fail(op *operation, err error, st *opState, status int) {
 	st.result = Result{Status: status, Attempts: int(st.attempts.Load())}
-	if run := f.running.Load().ctx; st.attempts.Load() == 0 && run.Err() != nil && errors.Is(err, stopCause(run)) {
+	if run := c.running.Load().ctx; st.attempts.Load() == 0 && run.Err() != nil && errors.Is(err, stopCause(run)) {
 		st.err = &Error{Err: ErrNotSent}
-		f.mu.Lock()
-		f.unsent = append(f.unsent, op) // reported, written and told at the end
-		f.mu.Unlock()
+		c.mu.Lock()
+		c.unsent = append(c.unsent, op) // reported, written and told at the end
+		c.mu.Unlock()
 		return
 	}
 	unknown := !op.safe && st.maybeApplied.Load()
 	st.err = &Error{Status: status, Unknown: unknown, Err: err}
-	f.failed.Add(1)
-	f.mu.Lock()
-	f.lastErr = err
-	f.mu.Unlock()
+	c.failed.Add(1)
+	c.mu.Lock()
+	c.lastErr = err
+	c.mu.Unlock()
 	if unknown {
-		f.unknown.Add(1)
-		f.out.printf("retries feed: failed: %s: %v; the outcome is unknown: it may have been applied\n", op.name(), err)
-		f.unknownOut.write(op)
+		c.unknown.Add(1)
+		c.out.printf("retries feed: failed: %s: %v; the outcome is unknown: it may have been applied\n", op.name(), err)
+		c.unknownOut.write(op)
 	} else {
-		f.out.printf("retries feed: failed: %s: %v\n", op.name(), err)
-		f.failedOut.write(op)
+		c.out.printf("retries feed: failed: %s: %v\n", op.name(), err)
+		c.failedOut.write(op)
 	}
 	if st.ofFeed {
-		f.tell(op.public(), st.result, st.err)
+		c.tell(op.public(), st.result, st.err)
 	}
 }
 

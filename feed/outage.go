@@ -203,58 +203,58 @@ func (o *opTimer) check(now time.Time, clock time.Duration) {
 // endpoint's breaker is open, and resumes when one closes. With several
 // endpoints, the operations waiting on one whose breaker opens move to the
 // others.
-func (f *Client) onBreaker(e *endpoint, from, to retries.BreakerState) {
+func (c *Client) onBreaker(e *endpoint, from, to retries.BreakerState) {
 	now := time.Now()
-	multi := len(f.endpoints) > 1
+	multi := len(c.endpoints) > 1
 	var open int64
 	switch {
 	case from == retries.BreakerClosed:
-		open = f.openEndpoints.Add(1)
+		open = c.openEndpoints.Add(1)
 		if multi {
-			f.out.printf("retries feed: endpoint %s is failing (%s); its operations go to the others\n", e.redactedURL(), f.wire.failure())
+			c.out.printf("retries feed: endpoint %s is failing (%s); its operations go to the others\n", e.redactedURL(), c.wire.failure())
 		}
 	case to == retries.BreakerClosed:
-		open = f.openEndpoints.Add(-1)
+		open = c.openEndpoints.Add(-1)
 		if multi {
-			f.out.printf("retries feed: endpoint %s answers again\n", e.redactedURL())
+			c.out.printf("retries feed: endpoint %s answers again\n", e.redactedURL())
 		}
 	default:
-		open = f.openEndpoints.Load()
+		open = c.openEndpoints.Load()
 	}
 	if multi && to == retries.BreakerOpen {
 		e.moveAway()
 	}
-	all := open == int64(len(f.endpoints))
+	all := open == int64(len(c.endpoints))
 	switch {
 	case all && from == retries.BreakerClosed:
-		if f.pause.begin(now, f.cfg.MaxOutage, f.outageTooLong) {
+		if c.pause.begin(now, c.cfg.MaxOutage, c.outageTooLong) {
 			limit := "until it answers"
-			if f.cfg.MaxOutage > 0 {
-				limit = fmt.Sprintf("for up to %v (-max-outage)", f.cfg.MaxOutage)
+			if c.cfg.MaxOutage > 0 {
+				limit = fmt.Sprintf("for up to %v (-max-outage)", c.cfg.MaxOutage)
 			}
 			what := "the server is failing"
 			if multi {
 				what = "every endpoint is failing"
 			}
-			f.out.printf("retries feed: paused: %s (%s); sending only probes, %s\n", what, f.wire.failure(), limit)
+			c.out.printf("retries feed: paused: %s (%s); sending only probes, %s\n", what, c.wire.failure(), limit)
 		}
 	case !all && to == retries.BreakerClosed:
-		if d, ok := f.pause.end(now); ok {
-			if f.running.Load() == &idle { // the next outage of the Sends has its own MaxOutage
-				f.outage.Store(nil)
+		if d, ok := c.pause.end(now); ok {
+			if c.running.Load() == &idle { // the next outage of the Sends has its own MaxOutage
+				c.outage.Store(nil)
 			}
-			f.out.printf("retries feed: resumed: the server answers again, after a pause of %v\n", d.Round(100*time.Millisecond))
+			c.out.printf("retries feed: resumed: the server answers again, after a pause of %v\n", d.Round(100*time.Millisecond))
 		}
 	}
 }
 
 // outageTooLong ends the feed: the pause has lasted Config.MaxOutage.
 // Every operation in flight ends at once, with an *outageError.
-func (f *Client) outageTooLong() {
-	err := &outageError{limit: f.cfg.MaxOutage}
-	if f.outage.CompareAndSwap(nil, err) {
-		f.out.printf("retries feed: stopping: %v\n", err)
-		f.running.Load().stop(err)
-		f.live.haltEach(err) // the Sends waiting out the outage too
+func (c *Client) outageTooLong() {
+	err := &outageError{limit: c.cfg.MaxOutage}
+	if c.outage.CompareAndSwap(nil, err) {
+		c.out.printf("retries feed: stopping: %v\n", err)
+		c.running.Load().stop(err)
+		c.live.haltEach(err) // the Sends waiting out the outage too
 	}
 }

@@ -36,15 +36,15 @@ func commandLine(p Progress) string {
 }
 
 // snapshot returns the feed's counts now, Elapsed and Rate left out.
-func (f *Client) snapshot() Progress {
-	limit := strconv.Itoa(f.cfg.Concurrency) + " (fixed)"
-	if l := f.endpoints[0].limiter; l != nil {
+func (c *Client) snapshot() Progress {
+	limit := strconv.Itoa(c.cfg.Concurrency) + " (fixed)"
+	if l := c.endpoints[0].limiter; l != nil {
 		limit = strconv.FormatFloat(l.Stats().Limit, 'g', 4, 64)
 	}
-	w := &f.wire
-	_, _, paused := f.pause.stats()
+	w := &c.wire
+	_, _, paused := c.pause.stats()
 	return Progress{Paused: paused,
-		Acknowledged: f.ok.Load(), Failed: f.failed.Load(), InFlight: w.inFlight.Load(),
+		Acknowledged: c.ok.Load(), Failed: c.failed.Load(), InFlight: w.inFlight.Load(),
 		Requests: w.requests.Load(), Retries: w.retries.Load(), Throttled: w.throttled.Load(),
 		Unavailable: w.unavailable.Load(), Exceptions: w.exceptions.Load(), Limit: limit,
 	}
@@ -63,19 +63,19 @@ func (r Report) Counts() Progress {
 
 // reportProgress reports the feed's progress every Config.Progress until
 // finished is closed.
-func (f *Client) reportProgress(start time.Time, finished <-chan struct{}) {
-	line, terminal := f.cfg.ProgressLine, f.cfg.Terminal
+func (c *Client) reportProgress(start time.Time, finished <-chan struct{}) {
+	line, terminal := c.cfg.ProgressLine, c.cfg.Terminal
 	switch {
-	case f.cfg.ProgressJSON:
+	case c.cfg.ProgressJSON:
 		line = func(Progress) string {
-			b := f.current(start).summaryLine()
+			b := c.current(start).summaryLine()
 			return string(b[:len(b)-1])
 		}
 		terminal = false
 	case line == nil:
 		line = commandLine
 	}
-	report(f.progressOut, f.cfg.Progress, terminal, start, f.snapshot, line, finished)
+	report(c.progressOut, c.cfg.Progress, terminal, start, c.snapshot, line, finished)
 }
 
 // report writes line(snap()) to w every interval until done is closed: a

@@ -44,33 +44,33 @@ func refusalOf(status int, kind Kind, body []byte) string {
 // noteRefusal counts a response to op that was not an acknowledgement,
 // and stops the feed when the same refusal of the client has answered
 // each of the first refusedFirst operations.
-func (f *Client) noteRefusal(op *operation, status int, msg string, body []byte) {
-	if f.acked.Load() {
+func (c *Client) noteRefusal(op *operation, status int, msg string, body []byte) {
+	if c.acked.Load() {
 		return
 	}
 	what := refusalOf(status, op.kind, body)
-	f.mu.Lock()
-	if what != "" && what == f.refusal {
-		f.refused++
+	c.mu.Lock()
+	if what != "" && what == c.refusal {
+		c.refused++
 	} else {
-		f.refusal, f.refused = what, 1
+		c.refusal, c.refused = what, 1
 	}
-	n := f.refused
-	f.mu.Unlock()
-	if what == "" || n < refusedFirst || f.acked.Load() {
+	n := c.refused
+	c.mu.Unlock()
+	if what == "" || n < refusedFirst || c.acked.Load() {
 		return
 	}
-	f.stopSetup(fmt.Sprintf("the first %d operations were all refused with %d %s (%s), and every other would be: check -url, -header, -cert and -key",
+	c.stopSetup(fmt.Sprintf("the first %d operations were all refused with %d %s (%s), and every other would be: check -url, -header, -cert and -key",
 		n, status, http.StatusText(status), msg))
 }
 
 // stopSetup ends the feed, its setup being wrong: no new request goes out,
 // and those on the wire are answered.
-func (f *Client) stopSetup(msg string) {
+func (c *Client) stopSetup(msg string) {
 	e := &setupStop{msg: msg}
-	if f.setupErr.CompareAndSwap(nil, e) {
-		f.out.printf("retries feed: stopping: %s\n", msg)
-		f.running.Load().halt(e)
+	if c.setupErr.CompareAndSwap(nil, e) {
+		c.out.printf("retries feed: stopping: %s\n", msg)
+		c.running.Load().halt(e)
 	}
 }
 
@@ -79,22 +79,22 @@ func (f *Client) stopSetup(msg string) {
 // a server that never answers. (A feed waiting for its input sends
 // nothing, and is not stopped.) It returns the function that ends the
 // watch.
-func (f *Client) watchFirstResponse() func() {
-	if f.cfg.FirstResponse <= 0 {
+func (c *Client) watchFirstResponse() func() {
+	if c.cfg.FirstResponse <= 0 {
 		return func() {}
 	}
 	var mu sync.Mutex
 	var t *time.Timer
 	ended := false
-	f.wire.onFirst = func() {
+	c.wire.onFirst = func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if ended {
 			return
 		}
-		t = time.AfterFunc(f.cfg.FirstResponse, func() {
-			if f.wire.responses.Load() == 0 {
-				f.stopSetup(fmt.Sprintf("no request got a response in %v (%s): check -url", f.cfg.FirstResponse, f.wire.failure()))
+		t = time.AfterFunc(c.cfg.FirstResponse, func() {
+			if c.wire.responses.Load() == 0 {
+				c.stopSetup(fmt.Sprintf("no request got a response in %v (%s): check -url", c.cfg.FirstResponse, c.wire.failure()))
 			}
 		})
 	}
