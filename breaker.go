@@ -451,8 +451,5 @@ func (b *Breaker) judge(v any, err error, retried, ctxDone bool) breakerOutcome 
 // backpressure reports whether an outcome asks the client to slow down,
 // by BreakerConfig.Backpressure or its default.
 func (b *Breaker) backpressure(v any, err error) bool {
-	if b.cfg.Backpressure.p != nil {
-		return b.cfg.Backpressure.match(v, err)
-	}
-	return defaultBackpressure(v, err)
+	return isBackpressure(b.cfg.Backpressure, v, err)
 }

@@ -508,8 +508,15 @@ func (l *Limiter) String() string {
 
 // backpressure reports whether an outcome asks the client to slow down.
 func (l *Limiter) backpressure(v any, err error) bool {
-	if l.cfg.Backpressure.p != nil {
-		return l.cfg.Backpressure.match(v, err)
+	return isBackpressure(l.cfg.Backpressure, v, err)
+}
+
+// isBackpressure reports whether an outcome asks the client to slow down
+// by p, or, for the zero Predicate, by defaultBackpressure: the rule of
+// LimiterConfig.Backpressure and BreakerConfig.Backpressure.
+func isBackpressure(p Predicate, v any, err error) bool {
+	if p.p != nil {
+		return p.match(v, err)
 	}
 	return defaultBackpressure(v, err)
 }

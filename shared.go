@@ -42,7 +42,7 @@ func (t *ticket) holdsPermit() bool { return t.permit.l != nil }
 // owes reports whether t must be handed back with its attempt's outcome
 // (to report, or to drop on a panic): it holds a permit, or the breaker
 // admitted the attempt.
-func (t *ticket) owes() bool { return t.permit.l != nil || t.admitted }
+func (t *ticket) owes() bool { return t.holdsPermit() || t.admitted }
 
 // takeHeld returns how long the breaker held t's attempt back, and why,
 // and clears it: an observer hears of each hold once.
@@ -152,7 +152,7 @@ func (s *shared) report(t *ticket, o attemptOutcome) (paced, outage bool) {
 		outage = s.breaker.report(t.probe, s.breaker.judge(o.v, o.err, o.retried, o.ctxDone))
 		t.admitted, t.probe = false, false
 	}
-	if t.permit.l != nil {
+	if t.holdsPermit() {
 		paced = s.reportPermit(t, o.v, o.err, o.retried)
 	}
 	return paced || outage, outage

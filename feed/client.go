@@ -53,9 +53,6 @@ var (
 // tell hands what became of an element of the running Feed to its done.
 func (c *Client) tell(o Operation, r Result, err error) {
 	if c.done != nil {
-		if e, ok := err.(*Error); ok && e == nil {
-			err = nil
-		}
 		c.done(o, r, err)
 	}
 }

@@ -144,6 +144,11 @@ func (l *liveOps) add(s *opState) {
 func (l *liveOps) haltEach(cause error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.haltLocked(cause)
+}
+
+// haltLocked halts every operation being sent. l.mu is held.
+func (l *liveOps) haltLocked(cause error) {
 	for s := range l.ops {
 		s.halt(cause)
 	}
@@ -168,9 +173,7 @@ func (l *liveOps) halt(cause error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.stopped = cause
-	for s := range l.ops {
-		s.halt(cause)
-	}
+	l.haltLocked(cause)
 }
 
 // halt ends the operation with cause, at once if none of its requests is

@@ -11,11 +11,10 @@ import (
 // outFile is one of the files a feed writes for -failed: it is written as
 // PATH.partial and renamed to PATH only once the feed has ended and the
 // file is complete, so that PATH never exists cut short. A feed killed
-// before its end leaves PATH.partial. A lazy outFile is created at its
-// first write; the others at open.
+// before its end leaves PATH.partial. It is created at its first write,
+// unless create makes it first (feedFiles.open does, for F).
 type outFile struct {
 	path string
-	lazy bool
 	f    *os.File
 	err  error // the first error creating or writing the file
 }
@@ -67,8 +66,8 @@ type feedFiles struct {
 func newFeedFiles(path string) *feedFiles {
 	return &feedFiles{
 		failed:  outFile{path: path},
-		unknown: outFile{path: path + ".unknown", lazy: true},
-		unread:  outFile{path: path + ".unread", lazy: true},
+		unknown: outFile{path: path + ".unknown"},
+		unread:  outFile{path: path + ".unread"},
 	}
 }
 
