@@ -139,18 +139,21 @@ func loop[T any](c *call, p *Policy, fn func(context.Context) (T, error), do fun
 			v, err = attempt(c.ctx, fn, do)
 		}
 		ran = false
-		// Only a successful attempt has a value: an error's companion
-		// value (usually the zero value) is neither shown nor discarded.
-		var boxed any
-		if err == nil {
-			boxed = box(v, c.hasValue)
-			if !p.valueRetry && !c.retried { // a success, and nothing to judge
-				p.shared.report(&c.ticket, success(boxed))
+		if !c.retried {
+			if acceptsAtOnce(p, v, err, c.hasValue) {
+				p.shared.report(&c.ticket, success(box(v, c.hasValue)))
 				if c.obs != nil {
 					c.observeAttempt(p, nil, false)
 				}
 				return v, nil
 			}
+			c.retried = err == nil // the value predicate has retried this success
+		}
+		// Only a successful attempt has a value: an error's companion
+		// value (usually the zero value) is neither shown nor discarded.
+		var boxed any
+		if err == nil {
+			boxed = box(v, c.hasValue)
 		}
 		if end, err := c.judge(p, boxed, err); end {
 			return v, err
@@ -217,32 +220,19 @@ func (c *call) admit(p *Policy) (end bool, err error) {
 	if p.before != nil {
 		p.before(c.ctx, State{Attempt: c.st.Attempt, Elapsed: c.since(), Slept: c.st.Slept, PrevWait: c.st.PrevWait, Policy: c.st.Policy})
 	}
-	refusal, err := p.shared.admit(c.ctx, &c.ticket)
+	refusal := p.shared.admit(c.ctx, &c.ticket)
 	if held, reason := c.ticket.takeHeld(); held > 0 && c.obs != nil && c.obs.Hold != nil {
 		c.obs.Hold(c.ctx, c.info(p), reason, held)
 	}
-	if refusal == nil && err == nil {
+	if refusal == nil && c.ctx.Err() == nil {
 		return false, nil
 	}
 	c.st.Attempt--
-	first := c.st.Attempt == 0 && c.st.OutageAttempts == 0
-	switch {
-	case err == nil && !first: // refused at once after an attempt: the exhaustion rule says what comes back
-		return true, c.exhausted(p, refusal)
-	case err == nil: // refused before any attempt: there is no outcome to return
-		c.settle(p)
+	if c.ctx.Err() != nil { // never start an attempt with a done context
 		c.st.Refusal = refusal
-		c.refused(p, refusal, refusalOutcome(refusal))
-		return true, newRetryError(&c.st, nil, nil)
-	case first && refusal == nil:
-		c.outcome = OutcomeContextDone
-		return true, errBeforeStart(c.ctx)
-	case first:
-		c.outcome = OutcomeContextDone
-		return true, newRetryError(&State{Refusal: refusal}, c.ctx.Err(), context.Cause(c.ctx))
+		return true, c.ctxEnded(p, nil)
 	}
-	c.st.Refusal = refusal
-	return true, c.ctxEnded(p, nil)
+	return true, c.exhausted(p, refusal)
 }
 
 // judge decides on an attempt's outcome, v (nil for an error, or in Do)
@@ -373,6 +363,10 @@ func (c *call) exhausted(p *Policy, refusal error) error {
 		c.refused(p, refusal, refusalOutcome(refusal))
 	}
 	switch {
+	case c.st.Attempt == 0 && c.st.OutageAttempts == 0:
+		// refused before any attempt: there is no outcome for the
+		// exhaustion rule to return
+		return newRetryError(&c.st, nil, nil)
 	case p.onExhausted != nil:
 		return p.onExhausted(c.st)
 	case p.reraise && c.st.Err != nil:
@@ -386,6 +380,9 @@ func (c *call) exhausted(p *Policy, refusal error) error {
 func (c *call) ctxEnded(p *Policy, deadline error) error {
 	c.settle(p)
 	c.outcome = OutcomeContextDone
+	if c.st.Attempt == 0 && c.st.OutageAttempts == 0 && c.st.Refusal == nil {
+		return errBeforeStart(c.ctx)
+	}
 	if deadline != nil {
 		return newRetryError(&c.st, deadline, deadline)
 	}

@@ -95,37 +95,39 @@ func (s *shared) firstTicket(t *ticket) bool {
 	return true
 }
 
-// admit waits until an attempt may start, and sets its ticket in t. The
-// refusal is ErrBreakerOpen when the breaker refused the attempt (err nil)
-// or held it until ctx ended; err is ctx's error when ctx ended first.
+// admit waits until an attempt may start, and sets its ticket in t. It
+// returns why the attempt may not start: ErrBreakerOpen when the breaker
+// refused it, or held it until ctx ended; nil when it may start, or when
+// ctx ended while the limiter paced it (the caller reads ctx).
 //
 // An attempt that waited for the limiter while the breaker opened goes back
 // to wait for the breaker, unless it is the probe: the limiter's queue
 // never sends a burst into an outage.
-func (s *shared) admit(ctx context.Context, t *ticket) (refusal, err error) {
+func (s *shared) admit(ctx context.Context, t *ticket) (refusal error) {
 	for {
 		b := s.breaker
 		if b != nil {
-			probe, held, berr := b.admit(ctx.Done())
+			probe, held, err := b.admit(ctx.Done())
 			t.held += held
-			switch berr {
+			switch err {
 			case nil:
 				t.admitted, t.probe = true, probe
 			case errBreakerWait:
-				return ErrBreakerOpen, ctx.Err()
+				return ErrBreakerOpen
 			default:
-				return berr, nil
+				return err
 			}
 		}
 		if s.limiter == nil {
-			return nil, nil
+			return nil
 		}
+		var err error
 		if t.permit, err = s.limiter.Acquire(ctx); err != nil {
 			s.drop(t)
-			return nil, err
+			return nil
 		}
 		if b == nil || t.probe || b.closed.Load() {
-			return nil, nil
+			return nil
 		}
 		s.drop(t)
 	}
