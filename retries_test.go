@@ -192,6 +192,36 @@ func TestContextDoneBeforeFirstAttempt(t *testing.T) {
 	}
 }
 
+// TestContextEndedByBeforeHook: a context that ends in the before hook (or
+// while a shared object admits the attempt) starts no attempt, as DoValue's
+// doc promises; the error matches the context's and the last attempt's.
+func TestContextEndedByBeforeHook(t *testing.T) {
+	t.Parallel()
+	for _, shared := range []string{"none", "breaker", "limiter"} {
+		t.Run(shared, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			p := retries.New(retries.WithStop(retries.StopAfterAttempt(5)), retries.WithBefore(func(_ context.Context, st retries.State) {
+				if st.Attempt == 2 {
+					cancel()
+				}
+			}))
+			switch shared {
+			case "breaker":
+				p = p.Copy(retries.WithBreaker(retries.NewBreaker(retries.BreakerConfig{})))
+			case "limiter":
+				p = p.Copy(retries.WithLimiter(retries.NewLimiter(retries.LimiterConfig{})))
+			}
+			calls := 0
+			errFail := errors.New("fail")
+			err := p.Do(ctx, func(context.Context) error { calls++; return errFail })
+			if calls != 1 || !errors.Is(err, context.Canceled) || !errors.Is(err, errFail) {
+				t.Errorf("Do() = %v after %d calls, want to match Canceled and the first error after 1", err, calls)
+			}
+		})
+	}
+}
+
 func TestCancelDuringWait(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
