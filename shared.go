@@ -8,18 +8,24 @@ import (
 // shared holds the objects that a policy and its copies share with every
 // other call that uses them: a [Budget], a [Breaker] and a [Limiter]. Each
 // owns its synchronisation. This is the one place the call loop consults
-// them, at five points of a call:
+// them, at six points of a call:
 //
 //   - start: a call begins (the budget earns a deposit);
 //   - admit: an attempt is about to start (the breaker lets it through or
-//     holds it, then the limiter paces it);
+//     holds it, then the limiter paces it); lends and firstTicket are its
+//     fast form, for a first attempt that need not wait;
 //   - report: the attempt ended, and the predicate judged it (the breaker
-//     and the limiter learn from its outcome);
+//     and the limiter learn from its outcome); succeeded is its fast form,
+//     for a Do's success;
+//   - drop: the attempt ended with nothing to learn (a permanent error, a
+//     panic);
 //   - allowsRetry: a retry is decided, before its wait (the budget may refuse);
 //   - payRetry: the wait is over and the retry starts (the budget pays for it).
 //
-// A new shared object adds its field and its lines here, and nothing in
-// the loop.
+// What they lend an attempt is a ticket, which the loop holds and hands
+// back, but never opens. A new shared object adds its field here, its
+// lines in the methods above, its fields in ticket, its refusal's reason
+// in refusalOutcome (and an Outcome for it), and nothing in the loop.
 type shared struct {
 	budget  *Budget
 	breaker *Breaker
