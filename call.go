@@ -25,8 +25,8 @@ func run[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, err
 		c := call{ctx: ctx, hasValue: do == nil}
 		return loop(&c, p, fn, do, v, nil, false)
 	}
-	if t.holdsPermit() {
-		return firstWithPermit(ctx, p, fn, do, &t)
+	if t.guarded() {
+		return firstGuarded(ctx, p, fn, do, &t)
 	}
 	// The fast path: with nothing to call before an attempt and nothing
 	// held for it (a closed breaker lends nothing that a panic could
@@ -67,12 +67,12 @@ func acceptsValue[T any](p *Policy, v T, hasValue bool) bool {
 	return !p.retry.match(box(v, hasValue), nil)
 }
 
-// firstWithPermit is the fast path of a first attempt that holds a limiter's
-// permit in t: a panic in fn or a predicate releases what t still holds,
+// firstGuarded is the fast path of a first attempt whose ticket t is
+// guarded (it holds a limiter's permit): a panic in fn or a predicate releases what t still holds,
 // which report and the loop take over. It is a path of its own because it
 // pays: sending such a call through the loop instead cost 27 % more on
 // BenchmarkDoLimiter (commit f80d6d4).
-func firstWithPermit[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), do func(context.Context) error, t *ticket) (v T, err error) {
+func firstGuarded[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), do func(context.Context) error, t *ticket) (v T, err error) {
 	defer func() {
 		if t.owes() {
 			p.shared.drop(t)
@@ -80,7 +80,7 @@ func firstWithPermit[T any](ctx context.Context, p *Policy, fn func(context.Cont
 	}()
 	v, err = attempt(ctx, fn, do)
 	if do != nil && err == nil && !p.valueRetry && p.shared.succeeded(t) {
-		return v, nil // Do's success: the permit's own fast path releases it
+		return v, nil // Do's success, handed back on the shared objects' fast path
 	}
 	if acceptsAtOnce(p, v, err, do == nil) {
 		p.shared.report(t, success(box(v, do == nil)))

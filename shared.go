@@ -45,6 +45,11 @@ type ticket struct {
 // holdsPermit reports whether t holds a limiter's permit.
 func (t *ticket) holdsPermit() bool { return t.permit.l != nil }
 
+// guarded reports whether an attempt with t must run under a deferred
+// release: t holds what a panic would leak (a limiter's permit; a closed
+// breaker's admission leaks nothing).
+func (t *ticket) guarded() bool { return t.holdsPermit() }
+
 // owes reports whether t must be handed back with its attempt's outcome
 // (to report, or to drop on a panic): it holds a permit, or the breaker
 // admitted the attempt.
