@@ -68,8 +68,8 @@ func acceptsValue[T any](p *Policy, v T, hasValue bool) bool {
 }
 
 // firstGuarded is the fast path of a first attempt whose ticket t is
-// guarded (it holds a limiter's permit): a panic in fn or a predicate releases what t still holds,
-// which report and the loop take over. It is a path of its own because it
+// guarded (it holds a limiter's permit): a panic in fn or a predicate
+// releases what t still holds, which report and the loop take over. It is a path of its own because it
 // pays: sending such a call through the loop instead cost 27 % more on
 // BenchmarkDoLimiter (commit f80d6d4).
 func firstGuarded[T any](ctx context.Context, p *Policy, fn func(context.Context) (T, error), do func(context.Context) error, t *ticket) (v T, err error) {
