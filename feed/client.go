@@ -90,7 +90,10 @@ func (c *Client) Feed(ctx context.Context, ops iter.Seq2[Operation, error], done
 	c.broken = nil
 	c.mu.Lock()
 	c.base = base
-	c.unsent, c.lastErr, c.failedIDs = nil, nil, map[string]bool{}
+	c.unsent, c.lastErr, c.failedIDs = nil, nil, make(map[string]bool, len(c.cfg.HoldBack))
+	for _, id := range c.cfg.HoldBack {
+		c.failedIDs[id] = true
+	}
 	c.refusal, c.refused = "", 0
 	c.mu.Unlock()
 	res := c.run(ctx, ops)

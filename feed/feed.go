@@ -117,6 +117,27 @@ type Config struct {
 	// stopped the reading on, byte for byte, to be fixed and fed.
 	Unread io.Writer
 
+	// BeforeUnsafe, if not nil, is called with each operation not safe to
+	// repeat (see retryUnsafe) before its first request goes out, from the
+	// goroutine that sends it, and the operation waits until it returns:
+	// a feed that must resume after a crash records there, durably, that
+	// the operation may be applied. When it returns an error, the
+	// operation is not sent: if its context had ended, it ends with
+	// ErrNotSent; otherwise it fails with the error, as an operation whose
+	// outcome is unknown (written to Unknown), since an earlier feed may
+	// have applied it.
+	BeforeUnsafe func(context.Context, Operation) error
+	// HoldBack are document ids whose operations are held back from the
+	// start of each Feed, as after a failure (ErrHeldBack): a feed resumed
+	// after a crash names those of its earlier Failed and Unknown files,
+	// so that no later operation overtakes them.
+	HoldBack []string
+	// Resumable leaves out of Failed what a Feed that stops early has not
+	// sent: the operations dispatched but not sent (done still hears of
+	// them, with ErrNotSent) and the input not read (which is not read).
+	// A feed resumed from a checkpoint sends them.
+	Resumable bool
+
 	// Outer and Inner are the policies around each request, outside in.
 	// The zero Policy means the command's: DocV1 waiting U(0, 0.2 s) then
 	// U(0, 0.4 s), around Throttle waiting what a Retry-After asks for (at
@@ -488,7 +509,7 @@ func (c *Client) run(ctx context.Context, ops iter.Seq2[Operation, error]) Repor
 			why = "stopped"
 		}
 		c.out.printf("retries feed: %s: the input from %v on was not read\n", why, res.unread)
-		if c.failedOut != nil {
+		if c.failedOut != nil && !c.cfg.Resumable {
 			c.writeRest(&res, items)
 		}
 	}
@@ -643,8 +664,12 @@ func (c *Client) settle(res *Report, elapsed time.Duration) {
 	c.mu.Unlock()
 	res.failed += int64(len(res.unsent))
 	for _, op := range res.unsent {
-		c.out.printf("retries feed: not sent: %s\n", op.name())
-		c.failedOut.write(op)
+		if c.cfg.Resumable {
+			c.out.printf("retries feed: not sent: %s (left to the resumed feed)\n", op.name())
+		} else {
+			c.out.printf("retries feed: not sent: %s\n", op.name())
+			c.failedOut.write(op)
+		}
 		c.tell(op.public(), Result{}, &Error{Err: ErrNotSent})
 	}
 }
@@ -828,6 +853,17 @@ func (c *Client) sendOp(ctx context.Context, op *operation, ofFeed bool) (ok boo
 	// wire; then as that request leaves it.
 	c.live.add(state)
 	defer c.live.remove(state)
+	if !op.safe && c.cfg.BeforeUnsafe != nil {
+		if err := c.cfg.BeforeUnsafe(ctx, op.public()); err != nil {
+			if ctx.Err() == nil {
+				state.maybeApplied.Store(true) // by an earlier feed
+			} else {
+				err = context.Cause(ctx)
+			}
+			c.fail(op, err, state, 0)
+			return false, state
+		}
+	}
 	if c.cfg.Timeout > 0 {
 		defer c.pause.withTimeout(cancel, c.cfg.Timeout)()
 	}

@@ -34,6 +34,7 @@ type operation struct {
 	kind  Kind
 	id    string   // the document id, as in the input
 	line  int      // the input line the operation starts on
+	off   int64    // and its byte offset
 	after inputPos // where the input after it starts
 	path  string   // the escaped document/v1 path with its query, from "/document/v1/"
 	body  []byte   // nil for a remove
@@ -331,8 +332,9 @@ func pathSegment(s string) string {
 // not a valid operation (an unknown or repeated key, a wrong type, a bad
 // document id, over 64 MiB): Read yields it and reads on.
 type OperationError struct {
-	Line  int // the line the operation starts on
-	Err   error
+	Line   int   // the line the operation starts on
+	Offset int64 // the byte offset it starts at
+	Err    error
 	after inputPos // where the input after it starts
 }
 
@@ -380,7 +382,7 @@ func (r *opReader) next() (*operation, error) {
 	case err == io.EOF:
 		return nil, io.EOF
 	case err == errTooLarge:
-		return nil, &OperationError{Line: r.s.start.line, after: r.s.after, Err: err}
+		return nil, &OperationError{Line: r.s.start.line, Offset: r.s.start.off, after: r.s.after, Err: err}
 	case err != nil:
 		from := r.s.unread()
 		e := &InputError{Line: from.line, Offset: from.off, Err: err, from: from}
@@ -391,8 +393,8 @@ func (r *opReader) next() (*operation, error) {
 	}
 	op, err := parseOp(obj, r.s.start.line)
 	if err != nil {
-		return nil, &OperationError{Line: r.s.start.line, after: r.s.after, Err: fmt.Errorf("invalid operation: %v", err)}
+		return nil, &OperationError{Line: r.s.start.line, Offset: r.s.start.off, after: r.s.after, Err: fmt.Errorf("invalid operation: %v", err)}
 	}
-	op.after = r.s.after
+	op.off, op.after = r.s.start.off, r.s.after
 	return op, nil
 }

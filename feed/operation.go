@@ -24,9 +24,10 @@ type Operation struct {
 	// Create makes a put or an update create the document if it is
 	// missing.
 	Create bool
-	// Line is the input line the operation starts on, when Read read it;
-	// 0 otherwise.
-	Line int
+	// Line and Offset are the input line and byte offset the operation
+	// starts at, when Read read it; 0 otherwise.
+	Line   int
+	Offset int64
 	// Tag is the caller's own (a row id, a Kafka offset), handed back to
 	// Feed's done untouched.
 	Tag any
@@ -45,8 +46,35 @@ type Operation struct {
 // error reading r yield an *InputError saying where the input not read
 // starts, and the iteration ends.
 func Read(r io.Reader) iter.Seq2[Operation, error] {
-	return func(yield func(Operation, error) bool) {
+	return read(func() *opReader { return newOpReader(r) })
+}
+
+// ReadFrom is Read for an input taken up part way, such as a feed resumed
+// after a crash: r holds the input from the start of one of its elements
+// on, which is at offset and line in the whole input, and array says
+// whether the input is one JSON array (its first byte that is not white
+// space is '['). The positions of what it yields, its errors' included,
+// are those of the whole input. ReadFrom panics if offset is negative or
+// line is below 1.
+func ReadFrom(r io.Reader, offset int64, line int, array bool) iter.Seq2[Operation, error] {
+	if offset < 0 || line < 1 {
+		panic("feed: ReadFrom: negative offset or line below 1")
+	}
+	return read(func() *opReader {
 		rd := newOpReader(r)
+		rd.s.off, rd.s.line, rd.s.frame = offset, line, frameLines
+		if array {
+			rd.s.frame = frameComma
+		}
+		return rd
+	})
+}
+
+// read yields what the reader that open returns reads, opening one for
+// each iteration.
+func read(open func() *opReader) iter.Seq2[Operation, error] {
+	return func(yield func(Operation, error) bool) {
+		rd := open()
 		for {
 			op, err := rd.next()
 			switch {
@@ -68,7 +96,7 @@ func Read(r io.Reader) iter.Seq2[Operation, error] {
 
 // public returns op as an Operation, which remembers op.
 func (op *operation) public() Operation {
-	o := Operation{Kind: op.kind, ID: op.id, Condition: op.condition, Create: op.create, Line: op.line, Tag: op.tag, read: op}
+	o := Operation{Kind: op.kind, ID: op.id, Condition: op.condition, Create: op.create, Line: op.line, Offset: op.off, Tag: op.tag, read: op}
 	if op.body != nil {
 		o.Fields = op.body[len(`{"fields":`) : len(op.body)-1 : len(op.body)-1]
 	}
@@ -80,7 +108,7 @@ func (op *operation) public() Operation {
 // that the same rules apply to it.
 func prepare(o Operation) (*operation, error) {
 	if op := o.read; op != nil && op.kind == o.Kind && op.id == o.ID && op.condition == o.Condition &&
-		op.create == o.Create && op.line == o.Line && sameBytes(op.body, o.Fields) {
+		op.create == o.Create && op.line == o.Line && op.off == o.Offset && sameBytes(op.body, o.Fields) {
 		if op.tag != o.Tag {
 			c := *op
 			c.tag = o.Tag
@@ -122,7 +150,7 @@ func prepare(o Operation) (*operation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid operation: %v", err)
 	}
-	op.tag = o.Tag
+	op.off, op.tag = o.Offset, o.Tag
 	return op, nil
 }
 

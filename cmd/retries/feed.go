@@ -137,6 +137,7 @@ type feedFlags struct {
 	timeout, maxOutage       time.Duration
 	grace                    time.Duration
 	failed, headerFile       string
+	checkpoint               string
 	compression              string
 	cert, key, ca            string
 	route                    string
@@ -156,6 +157,7 @@ func addFeedFlags(fs *flag.FlagSet, f *feedFlags) {
 	fs.DurationVar(&f.grace, "grace", 5*time.Second, "after an interrupt, how long to wait for the requests in flight before canceling them; 0: cancel at once")
 	fs.DurationVar(&f.maxOutage, "max-outage", 5*time.Minute, "end the feed when the server has been out for this long; 0: wait for ever")
 	fs.StringVar(&f.failed, "failed", "", "write every operation not acknowledged to `FILE`, in feed format: the failed, the unsent and the unread rest")
+	fs.StringVar(&f.checkpoint, "checkpoint", "", "keep `FILE` up to date with how far the input is fed, and resume from it when it exists (a named input only, not stdin)")
 	fs.BoolVar(&f.quiet, "q", false, "no progress lines (as -progress 0)")
 	fs.DurationVar(&f.progress, "progress", time.Second, "time between progress reports on stderr; 0: none")
 	fs.BoolVar(&f.progressJSON, "progress-json", false, "write each progress report as one JSON line with the summary's keys so far")
@@ -230,6 +232,15 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		defer file.Close()
 		in, inFile = file, file
 	}
+	var ck *checkpoint
+	if f.checkpoint != "" {
+		if pos[0] == "-" {
+			return usageErrorf("feed: -checkpoint needs a named input FILE: stdin cannot be resumed")
+		}
+		if ck, err = openCheckpoint(f.checkpoint, inFile, f.failed); err != nil {
+			return usageErrorf("feed: -checkpoint: %v", err)
+		}
+	}
 	var files *feedFiles
 	if f.failed != "" {
 		files = newFeedFiles(f.failed)
@@ -260,9 +271,44 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return usageErrorf("feed: -url: %v", err)
 	}
-	if files != nil {
+	ops := feed.Read(in)
+	var done func(feed.Operation, feed.Result, error)
+	if ck != nil {
+		if ops, err = ck.read(inFile); err != nil {
+			return usageErrorf("feed: -checkpoint: %v", err)
+		}
+		done = ck.done
+	}
+	switch {
+	case files != nil && ck != nil && ck.resumed:
+		ids, err := files.resume(ck.file.FailedSize, ck.file.UnknownSize)
+		if err != nil {
+			return usageErrorf("feed: -failed: %v", err)
+		}
+		cfg.HoldBack = ids
+	case files != nil:
 		if err := files.open(); err != nil {
 			return usageErrorf("feed: -failed: %v", err)
+		}
+	}
+	if ck != nil {
+		if files != nil {
+			ck.failed, ck.unknown = &files.failed, &files.unknown
+			files.failed.ck, files.unknown.ck = ck, ck
+		}
+		cfg.Resumable, cfg.BeforeUnsafe = true, ck.beforeUnsafe
+		fd.Close() // it checked the flags; this one has what the checkpoint sets
+		if fd, err = feed.New(cfg); err != nil {
+			return usageErrorf("feed: -url: %v", err)
+		}
+		switch {
+		case ck.resumed && ck.file.Complete:
+			fmt.Fprintf(stderr, "retries feed: %s says the whole input was fed: nothing to feed (remove it to feed the input again)\n", f.checkpoint)
+		case ck.resumed:
+			fmt.Fprintf(stderr, "retries feed: resuming from %s: line %d (byte offset %d) on\n", f.checkpoint, ck.file.Line, ck.file.Offset)
+		}
+		if err := ck.start(); err != nil {
+			return usageErrorf("feed: -checkpoint: %v", err)
 		}
 	}
 	if f.progressFile != "" {
@@ -275,9 +321,19 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return usageErrorf("feed: RETRIES_CPUPROFILE: %v", err)
 	}
-	_ = fd.Feed(ctx, feed.Read(in), nil) // the report says what the error would
+	_ = fd.Feed(ctx, ops, done) // the report says what the error would
 	res := fd.Report()
 	stopProfile()
+	ckOK := true
+	if ck != nil {
+		if ck.skipped > 0 {
+			fmt.Fprintf(stderr, "retries feed: skipped %d operations done before the resume\n", ck.skipped)
+		}
+		if err := ck.finish(); err != nil {
+			ckOK = false
+			fmt.Fprintf(stderr, "retries feed: -checkpoint: %v; %s may be behind the feed\n", err, f.checkpoint)
+		}
+	}
 	filesOK := true
 	if files != nil {
 		failed, unknown, unread := res.Files()
@@ -293,7 +349,7 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return &setupError{msg: fmt.Sprintf("feed: %v", err)}
 	}
 	switch {
-	case res.Complete() && filesOK:
+	case res.Complete() && filesOK && ckOK:
 		return nil
 	case res.OutageExceeded():
 		return silentExit(exitOutage)

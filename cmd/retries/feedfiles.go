@@ -6,6 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+
+	"github.com/seed32e55400/retries/feed"
 )
 
 // outFile is one of the files a feed writes for -failed: it is written as
@@ -16,7 +18,9 @@ import (
 type outFile struct {
 	path string
 	f    *os.File
-	err  error // the first error creating or writing the file
+	err  error       // the first error creating or writing the file
+	size int64       // its size: what it held when a feed resumed, and what was written since
+	ck   *checkpoint // with -checkpoint, told of each Write
 }
 
 func (o *outFile) partial() string { return o.path + ".partial" }
@@ -28,17 +32,40 @@ func (o *outFile) create() error {
 }
 
 func (o *outFile) Write(p []byte) (int, error) {
+	if o.ck != nil {
+		o.ck.beginWrite()
+	}
+	o.lock()
 	if o.f == nil && o.err == nil {
 		_ = o.create()
 	}
-	if o.err != nil {
-		return 0, o.err
-	}
-	n, err := o.f.Write(p)
+	f, err := o.f, o.err
+	o.unlock()
 	if err != nil {
+		return 0, err
+	}
+	n, err := f.Write(p)
+	o.lock()
+	defer o.unlock()
+	if err != nil && o.err == nil {
 		o.err = err
 	}
+	o.size += int64(n)
 	return n, err
+}
+
+// lock and unlock guard f, err and size with -checkpoint, whose rewrites
+// read them; without, only the feed's writer uses them.
+func (o *outFile) lock() {
+	if o.ck != nil {
+		o.ck.mu.Lock()
+	}
+}
+
+func (o *outFile) unlock() {
+	if o.ck != nil {
+		o.ck.mu.Unlock()
+	}
 }
 
 // finish closes the file and, unless creating, writing or closing it
@@ -104,6 +131,58 @@ func (ff *feedFiles) open() error {
 		}
 	}
 	return ff.failed.create()
+}
+
+// resume takes up F and F.unknown where a feed that a checkpoint covers
+// left them, at the sizes it covers, and removes what is left of F.unread:
+// a feed killed left F.partial, one that ended left F. It returns the
+// document ids of their operations, which the feed holds back so that no
+// later operation overtakes them.
+func (ff *feedFiles) resume(failedSize, unknownSize int64) (ids []string, err error) {
+	for _, p := range []string{ff.unread.path, ff.unread.partial()} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
+	for _, r := range []struct {
+		o    *outFile
+		size int64
+	}{{&ff.failed, failedSize}, {&ff.unknown, unknownSize}} {
+		o := r.o
+		if _, err := os.Stat(o.partial()); errors.Is(err, fs.ErrNotExist) {
+			err := os.Rename(o.path, o.partial())
+			switch {
+			case errors.Is(err, fs.ErrNotExist) && r.size == 0 && o != &ff.failed:
+				continue // created at its first write
+			case errors.Is(err, fs.ErrNotExist) && r.size == 0:
+			case err != nil:
+				return nil, fmt.Errorf("the checkpoint covers %d bytes of %s: %v", r.size, o.path, err)
+			}
+		}
+		if o.f, o.err = os.OpenFile(o.partial(), os.O_RDWR|os.O_CREATE, 0o644); o.err != nil {
+			return nil, o.err
+		}
+		st, err := o.f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		if st.Size() < r.size {
+			return nil, fmt.Errorf("%s holds %d bytes, fewer than the %d the checkpoint covers", o.partial(), st.Size(), r.size)
+		}
+		if err := o.f.Truncate(r.size); err != nil {
+			return nil, err
+		}
+		for op, err := range feed.Read(io.LimitReader(o.f, r.size)) {
+			if err == nil {
+				ids = append(ids, op.ID)
+			}
+		}
+		if _, err := o.f.Seek(r.size, io.SeekStart); err != nil {
+			return nil, err
+		}
+		o.size = r.size
+	}
+	return ids, nil
 }
 
 // finish finishes each file and says on w what the feed left in them.

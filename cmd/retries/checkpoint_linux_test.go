@@ -1,0 +1,358 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"unsafe"
+
+	"github.com/seed32e55400/retries/feed"
+)
+
+// renames returns a channel that receives the name of each file renamed
+// into dir, as inotify reports it: a test waits for a checkpoint's rewrite
+// without polling.
+func renames(t *testing.T, dir string) <-chan string {
+	t.Helper()
+	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC | syscall.IN_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := syscall.InotifyAddWatch(fd, dir, syscall.IN_MOVED_TO); err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "inotify")
+	t.Cleanup(func() { f.Close() })
+	names := make(chan string, 1024)
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := f.Read(buf)
+			if err != nil {
+				return
+			}
+			for p := buf[:n]; len(p) >= syscall.SizeofInotifyEvent; {
+				ev := (*syscall.InotifyEvent)(unsafe.Pointer(&p[0]))
+				name := p[syscall.SizeofInotifyEvent : syscall.SizeofInotifyEvent+int(ev.Len)]
+				names <- string(bytes.TrimRight(name, "\x00"))
+				p = p[syscall.SizeofInotifyEvent+int(ev.Len):]
+			}
+		}
+	}()
+	return names
+}
+
+// applyServer is a document/v1 server that applies each operation and
+// counts it per document, answers 400 to the documents named bad-*, and,
+// once hold is set, applies every later operation but holds its answer
+// until the client goes away: those are applied, and their outcome is
+// unknown to the feeder.
+type applyServer struct {
+	*httptest.Server
+	mu      sync.Mutex
+	applied map[string]int
+	acked   int
+	holdAt  int           // hold the answers once this many were given; 0: never
+	reached chan struct{} // closed when holdAt answers were given
+}
+
+func newApplyServer(t *testing.T, holdAt int) *applyServer {
+	s := &applyServer{applied: map[string]int{}, holdAt: holdAt, reached: make(chan struct{})}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		id := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+		s.mu.Lock()
+		if strings.HasPrefix(id, "bad-") {
+			s.mu.Unlock()
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"message":"bad document"}`)
+			return
+		}
+		s.applied[id]++
+		hold := s.holdAt > 0 && s.acked >= s.holdAt
+		if !hold {
+			s.acked++
+			if s.acked == s.holdAt {
+				close(s.reached)
+			}
+		}
+		s.mu.Unlock()
+		if hold {
+			<-r.Context().Done()
+			return
+		}
+		_, _ = io.WriteString(w, `{"id":"`+id+`"}`)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *applyServer) counts() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := make(map[string]int, len(s.applied))
+	for k, v := range s.applied {
+		c[k] = v
+	}
+	return c
+}
+
+// checkpointInput writes n operations: every 10th an increment of a
+// counter (not safe to repeat), every 50th from the 7th a put that the
+// server refuses, and puts otherwise. array makes it one JSON array.
+func checkpointInput(t *testing.T, n int, array bool) string {
+	var b strings.Builder
+	if array {
+		b.WriteString("[\n")
+	}
+	for i := range n {
+		switch {
+		case i%10 == 0:
+			fmt.Fprintf(&b, `{"update":"id:a:b::c%d","fields":{"n":{"increment":1}}}`, i)
+		case i%50 == 7:
+			fmt.Fprintf(&b, `{"put":"id:a:b::bad-%d","fields":{"i":%d}}`, i, i)
+		default:
+			fmt.Fprintf(&b, `{"put":"id:a:b::p%d","fields":{"i":%d}}`, i, i)
+		}
+		if array && i < n-1 {
+			b.WriteString(",")
+		}
+		b.WriteString("\n")
+	}
+	if array {
+		b.WriteString("]\n")
+	}
+	return writeFile(t, b.String())
+}
+
+// feedFileIDs returns the document ids in the feed file at path, each as
+// often as it appears.
+func feedFileIDs(t *testing.T, path string) map[string]int {
+	t.Helper()
+	ids := map[string]int{}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return ids
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for op, err := range feed.Read(f) {
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		ids[op.ID[strings.LastIndex(op.ID, ":")+1:]]++
+	}
+	return ids
+}
+
+// TestFeedCheckpointResumesAfterKill kills a feed with -checkpoint at
+// several points (SIGKILL: nothing runs after it) and resumes it, against
+// a server that, from the kill point on, applies operations and never
+// answers. Nothing is lost: each put is applied, or written to -failed
+// once; each increment is applied at most once, and one not applied is in
+// F.unknown; what is applied again is at most what was in flight.
+func TestFeedCheckpointResumesAfterKill(t *testing.T) {
+	t.Parallel()
+	const n = 3000
+	for _, tc := range []struct {
+		name   string
+		holdAt int  // the kill comes once the server has answered this many
+		wait   bool // and once a checkpoint covers them
+		array  bool
+	}{
+		{"at once", 1, false, false},
+		{"after 500", 500, true, false},
+		{"after 2000, array", 2000, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			in := checkpointInput(t, n, tc.array)
+			ckPath, failed := filepath.Join(dir, "ck.json"), filepath.Join(dir, "failed.jsonl")
+			first := newApplyServer(t, tc.holdAt)
+			stderr := newSyncBuffer()
+			written := renames(t, dir)
+			cmd := startProcess(t, stderr, "feed", "-q", "-url", first.URL, "-checkpoint", ckPath, "-failed", failed, in)
+			<-first.reached
+			if tc.wait { // two rewrites after the answers: the second's snapshot is surely later
+				for seen := 0; seen < 2; {
+					if name := <-written; name == "ck.json" {
+						seen++
+					}
+				}
+			}
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			before := first.counts()
+			if data, err := os.ReadFile(ckPath); err == nil {
+				t.Logf("checkpoint at the kill: %.600s", data)
+			}
+
+			second := newApplyServer(t, 0)
+			var out, errOut bytes.Buffer
+			err := runFeed(t.Context(), []string{"-q", "-url", second.URL, "-checkpoint", ckPath, "-failed", failed, in}, nil, &out, &errOut)
+			if err != nil && err != errSilent {
+				t.Fatalf("the resumed feed: %v; stderr:\n%s", err, errOut.String())
+			}
+			after := second.counts()
+			failedIDs, unknownIDs := feedFileIDs(t, failed), feedFileIDs(t, failed+".unknown")
+			resent, unknown := 0, 0
+			for i := range n {
+				switch {
+				case i%10 == 0:
+					id := fmt.Sprintf("c%d", i)
+					total := before[id] + after[id]
+					switch {
+					case total > 1:
+						t.Errorf("%s applied %d times", id, total)
+					case unknownIDs[id] > 1, unknownIDs[id] == 1 && after[id] > 0:
+						t.Errorf("%s: applied %d times after the resume, %d times in F.unknown", id, after[id], unknownIDs[id])
+					case total == 0 && unknownIDs[id] == 0:
+						t.Errorf("%s lost: never applied, not in F.unknown", id)
+					}
+					unknown += unknownIDs[id]
+				case i%50 == 7:
+					if id := fmt.Sprintf("bad-%d", i); failedIDs[id] != 1 {
+						t.Errorf("%s is %d times in F, want once", id, failedIDs[id])
+					}
+				default:
+					id := fmt.Sprintf("p%d", i)
+					switch total := before[id] + after[id]; {
+					case total == 0:
+						t.Errorf("%s lost", id)
+					case total > 1:
+						resent += total - 1
+					}
+				}
+			}
+			if len(failedIDs) != n/50+1 && len(failedIDs) != n/50 {
+				t.Errorf("F holds %d documents, want only the %d refused", len(failedIDs), n/50)
+			}
+			// Re-sent: the operations in flight at the kill (at most the
+			// limiter's cap), and, without a checkpoint covering the
+			// answers, those answered.
+			bound := feed.DefaultMaxInFlight
+			if !tc.wait {
+				bound += tc.holdAt
+			}
+			if resent > bound {
+				t.Errorf("%d puts applied again, want at most %d", resent, bound)
+			}
+			if unknown > minReserve+tc.holdAt/10 {
+				t.Errorf("%d increments reported unknown, want at most the reserve", unknown)
+			}
+			t.Logf("kill after %d answers: %d applied before, %d after; %d puts re-sent, %d increments of unknown outcome",
+				tc.holdAt, len(before), len(after), resent, unknown)
+			var ck checkpointFile
+			if data, err := os.ReadFile(ckPath); err != nil || json.Unmarshal(data, &ck) != nil || !ck.Complete {
+				t.Errorf("the checkpoint after the resumed feed: %+v, %v; want it complete", ck, err)
+			}
+		})
+	}
+}
+
+// TestFeedCheckpointRefusals: -checkpoint refuses stdin, and an input
+// other than the one the checkpoint was made from, with exit 2; a feed
+// whose checkpoint is complete sends nothing.
+func TestFeedCheckpointRefusals(t *testing.T) {
+	t.Parallel()
+	srv := newApplyServer(t, 0)
+	dir := t.TempDir()
+	ckPath := filepath.Join(dir, "ck.json")
+	in := checkpointInput(t, 20, false)
+	var out, errOut bytes.Buffer
+	if err := runFeed(t.Context(), []string{"-q", "-url", srv.URL, "-checkpoint", ckPath, in}, nil, &out, &errOut); err != errSilent {
+		t.Fatalf("the first feed: %v, want exit 1 for the refused put; stderr:\n%s", err, errOut.String())
+	}
+	applied := len(srv.counts())
+	errOut.Reset()
+	if err := runFeed(t.Context(), []string{"-q", "-url", srv.URL, "-checkpoint", ckPath, in}, nil, &out, &errOut); err != nil {
+		t.Errorf("feeding again with a complete checkpoint: %v; stderr:\n%s", err, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "nothing to feed") || len(srv.counts()) != applied {
+		t.Errorf("feeding again with a complete checkpoint sent %d more; stderr:\n%s", len(srv.counts())-applied, errOut.String())
+	}
+	other := checkpointInput(t, 21, false)
+	for _, args := range [][]string{{other}, {"-"}} {
+		stdin, err := os.Open(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = runFeed(t.Context(), append([]string{"-q", "-url", srv.URL, "-checkpoint", ckPath}, args...), stdin, &out, &errOut)
+		stdin.Close()
+		var usage *usageError
+		if !errors.As(err, &usage) {
+			t.Errorf("-checkpoint with %s: %v, want a usage error (exit 2)", args[0], err)
+		}
+	}
+}
+
+// TestFeedCheckpointInterrupted: a feed with -checkpoint that is
+// interrupted (as by SIGTERM) leaves the operations it did not send to the
+// resumed feed, not to -failed, and the resumed feed sends them.
+func TestFeedCheckpointInterrupted(t *testing.T) {
+	t.Parallel()
+	const n = 1000
+	dir := t.TempDir()
+	in := checkpointInput(t, n, false)
+	ckPath, failed := filepath.Join(dir, "ck.json"), filepath.Join(dir, "failed.jsonl")
+	first := newApplyServer(t, 100)
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		<-first.reached
+		cancel()
+	}()
+	var out, errOut bytes.Buffer
+	err := runFeed(ctx, []string{"-q", "-grace", "0", "-url", first.URL, "-checkpoint", ckPath, "-failed", failed, in}, nil, &out, &errOut)
+	if err != silentExit(exitInterrupted) {
+		t.Fatalf("the interrupted feed: %v, want exit status %d; stderr:\n%s", err, exitInterrupted, errOut.String())
+	}
+	if ids := feedFileIDs(t, failed); len(ids) > n/50+feed.DefaultMaxInFlight {
+		t.Errorf("after the interrupt, F holds %d documents, want at most the %d refused and those on the wire; stderr:\n%s", len(ids), n/50, errOut.String())
+	}
+	before := first.counts()
+	second := newApplyServer(t, 0)
+	errOut.Reset()
+	if err := runFeed(t.Context(), []string{"-q", "-url", second.URL, "-checkpoint", ckPath, "-failed", failed, in}, nil, &out, &errOut); err != errSilent {
+		t.Fatalf("the resumed feed: %v, want exit 1 for the refused puts; stderr:\n%s", err, errOut.String())
+	}
+	after := second.counts()
+	inF, unknown := feedFileIDs(t, failed), feedFileIDs(t, failed+".unknown")
+	for i := range n {
+		id := fmt.Sprintf("p%d", i)
+		switch {
+		case i%10 == 0:
+			id = fmt.Sprintf("c%d", i)
+			if before[id]+after[id] > 1 || before[id]+after[id]+unknown[id] != 1 {
+				t.Errorf("%s applied %d+%d times, %d times in F.unknown; want once in all", id, before[id], after[id], unknown[id])
+			}
+		case i%50 == 7:
+			if id = fmt.Sprintf("bad-%d", i); inF[id] != 1 {
+				t.Errorf("%s is %d times in F, want once", id, inF[id])
+			}
+		case before[id]+after[id]+inF[id] == 0:
+			t.Errorf("%s lost", id)
+		case inF[id] > 0 && after[id] > 0:
+			t.Errorf("%s both in F and fed again", id)
+		}
+	}
+	// A clean end knows what it sent: no increment is of unknown outcome
+	// but those canceled on the wire (-grace 0).
+	if len(unknown) > feed.DefaultMaxInFlight {
+		t.Errorf("%d increments of unknown outcome after a clean end, want at most those in flight", len(unknown))
+	}
+	t.Logf("%d puts in F (refused or canceled on the wire), %d increments of unknown outcome", len(inF), len(unknown))
+}
