@@ -575,7 +575,9 @@ func (c *Client) cancelAfterGrace(ctx context.Context, finished <-chan struct{},
 	defer t.Stop()
 	select {
 	case <-t.C:
-		cancelSend(nil)
+		// The interrupt's cause, so that an operation not sent yet ends
+		// as not sent, whichever cancellation reaches it first.
+		cancelSend(stopCause(ctx))
 	case <-finished:
 	}
 }

@@ -335,7 +335,7 @@ type OperationError struct {
 	Line   int   // the line the operation starts on
 	Offset int64 // the byte offset it starts at
 	Err    error
-	after inputPos // where the input after it starts
+	after  inputPos // where the input after it starts
 }
 
 func (e *OperationError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
