@@ -13,6 +13,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -106,7 +107,7 @@ type checkpoint struct {
 
 	mu       sync.Mutex
 	cond     *sync.Cond
-	queue    []*ckEntry
+	queue    []ckEntry // in input order: their offsets rise
 	next     int64         // the ordinal of the next element read
 	reserved int64         // unsafe operations with a lower ordinal may go out
 	raised   chan struct{} // closed when reserved rises
@@ -231,19 +232,21 @@ func (ck *checkpoint) read(in *os.File) (iter.Seq2[feed.Operation, error], error
 				off, line = stop.Offset, stop.Line
 			}
 			ck.mu.Lock()
-			e := &ckEntry{ord: ck.next, off: off, line: line}
+			e := ckEntry{ord: ck.next, off: off, line: line}
 			ck.next++
-			ck.queue = append(ck.queue, e)
-			skip := inRuns(ck.prevDone, e.ord)
+			skip := ck.doneBefore(e.ord)
 			if skip {
 				e.done, ck.dirty = true, true
 				ck.skipped++
 			}
+			ck.queue = append(ck.queue, e)
 			ck.mu.Unlock()
 			if skip {
 				continue
 			}
-			o.Tag = e
+			if err != nil {
+				o.Offset = off // so that done finds it
+			}
 			if !yield(o, err) {
 				return
 			}
@@ -254,31 +257,38 @@ func (ck *checkpoint) read(in *os.File) (iter.Seq2[feed.Operation, error], error
 	}, nil
 }
 
-// inRuns reports whether ord is in one of the runs.
-func inRuns(runs [][2]int64, ord int64) bool {
-	for _, r := range runs {
-		if ord >= r[0] && ord <= r[1] {
-			return true
-		}
+// doneBefore reports whether the element ord was done before the feed
+// resumed; ords come in rising order. ck.mu is held.
+func (ck *checkpoint) doneBefore(ord int64) bool {
+	for len(ck.prevDone) > 0 && ck.prevDone[0][1] < ord {
+		ck.prevDone = ck.prevDone[1:]
 	}
-	return false
+	return len(ck.prevDone) > 0 && ck.prevDone[0][0] <= ord
+}
+
+// find returns the entry of the element read at offset off, or nil.
+// ck.mu is held.
+func (ck *checkpoint) find(off int64) *ckEntry {
+	i, ok := slices.BinarySearchFunc(ck.queue, off, func(e ckEntry, off int64) int { return cmp.Compare(e.off, off) })
+	if !ok {
+		return nil
+	}
+	return &ck.queue[i]
 }
 
 // done is Feed's done: the element is done, and what it wrote to the
 // -failed files, if anything, is written.
 func (ck *checkpoint) done(o feed.Operation, _ feed.Result, err error) {
-	e, _ := o.Tag.(*ckEntry)
-	if e == nil {
-		return
-	}
-	var fe *feed.Error
-	wrote := ck.failed != nil && errors.As(err, &fe) && !errors.Is(err, feed.ErrNotSent)
-	ck.mu.Lock()
-	defer ck.mu.Unlock()
 	if errors.Is(err, feed.ErrNotSent) {
 		return // left to the resumed feed
 	}
-	e.done, ck.dirty = true, true
+	var fe *feed.Error
+	wrote := ck.failed != nil && errors.As(err, &fe)
+	ck.mu.Lock()
+	defer ck.mu.Unlock()
+	if e := ck.find(o.Offset); e != nil {
+		e.done, ck.dirty = true, true
+	}
 	if wrote {
 		ck.told++
 		ck.cond.Broadcast()
@@ -289,25 +299,27 @@ func (ck *checkpoint) done(o feed.Operation, _ feed.Result, err error) {
 // goes out once a checkpoint on disk reserves it, and not at all if an
 // earlier feed may have sent it.
 func (ck *checkpoint) beforeUnsafe(ctx context.Context, o feed.Operation) error {
-	e, _ := o.Tag.(*ckEntry)
+	ck.mu.Lock()
+	defer ck.mu.Unlock()
+	e := ck.find(o.Offset)
 	if e == nil {
 		return nil
 	}
-	if ck.resumed && e.ord < ck.prevReserved {
+	ord := e.ord
+	if ck.resumed && ord < ck.prevReserved {
 		return errSentBefore
 	}
-	ck.mu.Lock()
-	for e.ord >= ck.reserved {
+	for ord >= ck.reserved {
 		raised := ck.raised
 		ck.mu.Unlock()
 		select {
 		case <-raised:
 		case <-ctx.Done():
+			ck.mu.Lock()
 			return ctx.Err()
 		}
 		ck.mu.Lock()
 	}
-	ck.mu.Unlock()
 	return nil
 }
 
