@@ -107,7 +107,7 @@ type checkpoint struct {
 
 	mu       sync.Mutex
 	cond     *sync.Cond
-	queue    []ckEntry // in input order: their offsets rise
+	queue    []ckEntry     // in input order: their offsets rise
 	next     int64         // the ordinal of the next element read
 	reserved int64         // unsafe operations with a lower ordinal may go out
 	raised   chan struct{} // closed when reserved rises
