@@ -123,9 +123,12 @@ type Config struct {
 	// a feed that must resume after a crash records there, durably, that
 	// the operation may be applied. When it returns an error, the
 	// operation is not sent: if its context had ended, it ends with
-	// ErrNotSent; otherwise it fails with the error, as an operation whose
-	// outcome is unknown (written to Unknown), since an earlier feed may
-	// have applied it.
+	// ErrNotSent; when the error matches ErrNotSent, it ends with that
+	// error, neither written nor counted, and later operations on its
+	// document are not held back (a Kafka member whose partition was
+	// revoked leaves it to the next); otherwise it fails with the error, as
+	// an operation whose outcome is unknown (written to Unknown), since an
+	// earlier feed may have applied it.
 	BeforeUnsafe func(context.Context, Operation) error
 	// HoldBack are document ids whose operations are held back from the
 	// start of each Feed, as after a failure (ErrHeldBack): a feed resumed
@@ -857,6 +860,13 @@ func (c *Client) sendOp(ctx context.Context, op *operation, ofFeed bool) (ok boo
 	defer c.live.remove(state)
 	if !op.safe && c.cfg.BeforeUnsafe != nil {
 		if err := c.cfg.BeforeUnsafe(ctx, op.public()); err != nil {
+			if errors.Is(err, ErrNotSent) { // the caller keeps it
+				state.err = &Error{Err: err}
+				if state.ofFeed {
+					c.tell(op.public(), Result{}, state.err)
+				}
+				return true, state
+			}
 			if ctx.Err() == nil {
 				state.maybeApplied.Store(true) // by an earlier feed
 			} else {

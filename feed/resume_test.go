@@ -81,8 +81,11 @@ func TestBeforeUnsafe(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		seen = append(seen, o.ID)
-		if strings.HasSuffix(o.ID, "::refused") {
+		switch {
+		case strings.HasSuffix(o.ID, "::refused"):
 			return errEarlier
+		case strings.HasSuffix(o.ID, "::kept"):
+			return fmt.Errorf("partition revoked: %w", ErrNotSent)
 		}
 		return nil
 	}})
@@ -94,14 +97,16 @@ func TestBeforeUnsafe(t *testing.T) {
 {"update":"id:a:b::cond","condition":"true","fields":{"n":{"assign":1}}}
 {"update":"id:a:b::refused","fields":{"n":{"increment":1}}}
 {"update":"id:a:b::assign","fields":{"n":{"assign":1}}}
+{"update":"id:a:b::kept","fields":{"n":{"increment":1}}}
+{"put":"id:a:b::kept","fields":{}}
 `
 	var errs sync.Map
-	_ = c.Feed(t.Context(), Read(strings.NewReader(input)), func(o Operation, _ Result, err error) { errs.Store(o.ID, err) })
+	_ = c.Feed(t.Context(), Read(strings.NewReader(input)), func(o Operation, _ Result, err error) { errs.Store(o.Kind.String()+" "+o.ID, err) })
 	slices.Sort(seen)
-	if fmt.Sprint(seen) != "[id:a:b::cond id:a:b::inc id:a:b::refused]" {
-		t.Errorf("BeforeUnsafe saw %v, want the increment, the conditional update and the refused one", seen)
+	if fmt.Sprint(seen) != "[id:a:b::cond id:a:b::inc id:a:b::kept id:a:b::refused]" {
+		t.Errorf("BeforeUnsafe saw %v, want the increments and the conditional update", seen)
 	}
-	v, _ := errs.Load("id:a:b::refused")
+	v, _ := errs.Load("update id:a:b::refused")
 	var fe *Error
 	if err, _ := v.(error); !errors.As(err, &fe) || !fe.Unknown || !errors.Is(err, errEarlier) {
 		t.Errorf("the refused operation ended with %v, want an *Error of unknown outcome matching the hook's", v)
@@ -109,8 +114,18 @@ func TestBeforeUnsafe(t *testing.T) {
 	if n := srv.Requests("PUT", "/document/v1/a/b/docid/refused"); n != 0 {
 		t.Errorf("the refused operation was sent %d times", n)
 	}
-	if !strings.Contains(unknown.String(), "::refused") || failed.Len() != 0 {
+	if unknown.String() != "{\"update\":\"id:a:b::refused\",\"fields\":{\"n\":{\"increment\":1}}}\n" || failed.Len() != 0 {
 		t.Errorf("Unknown = %q, Failed = %q; want the refused operation in Unknown only", unknown.String(), failed.String())
+	}
+	// Refused with ErrNotSent: kept by the caller, not sent, and the put
+	// after it on the document goes out.
+	v, _ = errs.Load("update id:a:b::kept")
+	if err, _ := v.(error); !errors.Is(err, ErrNotSent) || srv.Requests("PUT", "/document/v1/a/b/docid/kept") != 0 || srv.Requests("POST", "/document/v1/a/b/docid/kept") != 1 {
+		t.Errorf("the kept update ended with %v; PUT sent %d times, the put after it %d times; want ErrNotSent, 0, 1",
+			v, srv.Requests("PUT", "/document/v1/a/b/docid/kept"), srv.Requests("POST", "/document/v1/a/b/docid/kept"))
+	}
+	if r := c.Report(); r.Complete() {
+		t.Errorf("the feed is complete, but an operation was refused")
 	}
 }
 
