@@ -1,0 +1,712 @@
+// Package kafka feeds Vespa from a Kafka topic as a member of a consumer
+// group, through the retry layers of package feed, and commits an offset
+// only once every record below it is acknowledged or dead-lettered.
+//
+// Each record's value is one feed operation in Vespa's JSON, read by the
+// feed's strict reader; its key is free, but producers should key records by
+// document id, so that the operations on one document share a partition and
+// keep their order. Kafka's consumer-group protocol spreads the topic's
+// partitions over the members; each member feeds through its own
+// feed.Client, with its own limiter, breaker and budget.
+//
+// A record that fails, or is not a valid operation, is dead-lettered: produced
+// to Config.FailedTopic with its key, value and headers and a header
+// retries-failed-reason, or appended to Config.Failed. While the feed is
+// paused by an outage, the member stops fetching and commits nothing new.
+//
+// An operation not safe to repeat (an arithmetic or conditional update) goes
+// out only once the group's committed metadata for its partition reserves its
+// offset. A member that takes a partition over reports each such record that
+// the last owner reserved and did not finish as of unknown outcome
+// (dead-lettered, not sent again), so that no increment is applied twice after
+// a crash.
+package kafka
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seed32e55400/retries/feed"
+)
+
+// Defaults of Config.
+const (
+	// DefaultSessionTimeout is how long the group waits for a member's
+	// heartbeat before it moves the member's partitions: Kafka's smallest
+	// by default (group.min.session.timeout.ms), so that a member that dies
+	// is replaced within about 10 s, where franz-go's 45 s would leave its
+	// partitions unfed for most of a minute. A member whose process stalls
+	// longer (a long GC pause, a swapped machine) loses its partitions; the
+	// records it had in flight are then fed again by the next.
+	DefaultSessionTimeout = 6 * time.Second
+	// DefaultCommitInterval is the most often a member commits.
+	DefaultCommitInterval = time.Second
+	// ReasonHeader is the header of a dead letter that says why.
+	ReasonHeader = "retries-failed-reason"
+)
+
+// minReserve is the fewest offsets past the last record read that a commit
+// reserves for the operations not safe to repeat.
+const minReserve = 256
+
+// reservedKey prefixes the commit metadata that holds a reservation.
+const reservedKey = "retries-reserved="
+
+// errSentBefore is why a record not safe to repeat is not sent by the
+// member that takes its partition over.
+var errSentBefore = errors.New("it may have been in flight when the partition's last owner stopped")
+
+// errRevoked keeps the operations of a partition that moved to another
+// member: they are that member's now.
+var errRevoked = fmt.Errorf("the partition moved to another member: %w", feed.ErrNotSent)
+
+// Config configures a member of a consumer group that feeds Vespa.
+type Config struct {
+	Brokers []string // seed brokers, HOST:PORT
+	Topic   string   // the topic of feed operations
+	Group   string   // the consumer group
+	// Feed configures the member's feed client: the Vespa endpoint, TLS,
+	// headers, MaxOutage, progress. Its Failed, Unknown, Unread,
+	// BeforeUnsafe and Resumable are the member's own.
+	Feed feed.Config
+	// FailedTopic, if not empty, receives each dead letter; otherwise
+	// Failed receives each dead letter's value on a line. One of the two
+	// is required. A Failed with a Sync method (an *os.File) is synced
+	// before each commit.
+	FailedTopic string
+	Failed      io.Writer
+	// SessionTimeout is the group's session timeout; 0:
+	// DefaultSessionTimeout.
+	SessionTimeout time.Duration
+	// CommitInterval is the time between commits; 0:
+	// DefaultCommitInterval.
+	CommitInterval time.Duration
+	// Progress is the time between progress lines on Log (records fed,
+	// dead-lettered, commits, lag); 0: none.
+	Progress time.Duration
+	// Log receives what the member does (its assignments, revokes, dead
+	// letters); nil: Feed.Log.
+	Log io.Writer
+	// ClientOpts are more options for the Kafka client (TLS, SASL).
+	ClientOpts []kgo.Opt
+}
+
+// Report is what a member did.
+type Report struct {
+	Fed          int64 // records acknowledged by Vespa
+	DeadLettered int64 // records produced to FailedTopic or written to Failed
+	Commits      int64 // successful commits
+	Lag          int64 // records of its partitions not committed, when it stopped
+	Feed         feed.Report
+}
+
+// Summary returns r as one line of JSON.
+func (r Report) Summary() []byte {
+	b, _ := json.Marshal(map[string]int64{"kafka.fed": r.Fed, "kafka.deadlettered": r.DeadLettered,
+		"kafka.commits": r.Commits, "kafka.lag": r.Lag})
+	return append(b, '\n')
+}
+
+// Run feeds from cfg.Topic as a member of cfg.Group until ctx ends: it then
+// stops fetching, finishes the operations in flight, commits, leaves the
+// group and returns what it did. Canceling force (a second interrupt) stops
+// the operations in flight too, after the feed's grace. Run returns an error
+// when cfg is not valid or the client cannot start.
+func Run(ctx, force context.Context, cfg Config) (Report, error) {
+	switch {
+	case len(cfg.Brokers) == 0 || cfg.Topic == "" || cfg.Group == "":
+		return Report{}, errors.New("kafka: Brokers, Topic and Group are required")
+	case cfg.FailedTopic == "" && cfg.Failed == nil:
+		return Report{}, errors.New("kafka: FailedTopic or Failed is required: a record that fails must go somewhere")
+	case cfg.FailedTopic == cfg.Topic:
+		return Report{}, errors.New("kafka: FailedTopic must not be Topic")
+	}
+	m := &member{cfg: cfg, parts: map[int32]*partition{}, raised: make(chan struct{}), items: make(chan item, 1024)}
+	m.cond = sync.NewCond(&m.mu)
+	m.log = cmp.Or[io.Writer](cfg.Log, cfg.Feed.Log, io.Discard)
+	fc := cfg.Feed
+	fc.Failed, fc.Unknown, fc.Unread, fc.Resumable, fc.BeforeUnsafe = nil, nil, nil, true, m.beforeUnsafe
+	var err error
+	if m.fc, err = feed.New(fc); err != nil {
+		return Report{}, err
+	}
+	defer m.fc.Close()
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.Topic),
+		kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.SessionTimeout(cmp.Or(cfg.SessionTimeout, DefaultSessionTimeout)),
+		kgo.HeartbeatInterval(cmp.Or(cfg.SessionTimeout, DefaultSessionTimeout) / 6),
+		kgo.FetchMaxWait(250 * time.Millisecond),
+		kgo.OnPartitionsAssigned(m.assigned),
+		kgo.OnPartitionsRevoked(m.revoked),
+		kgo.OnPartitionsLost(m.lost),
+		kgo.OnOffsetsFetched(m.fetched),
+	}, cfg.ClientOpts...)
+	if cfg.FailedTopic != "" {
+		opts = append(opts, kgo.DefaultProduceTopic(cfg.FailedTopic), kgo.RequiredAcks(kgo.AllISRAcks()))
+	}
+	if m.cl, err = kgo.NewClient(opts...); err != nil {
+		return Report{}, fmt.Errorf("kafka: %w", err)
+	}
+	defer m.cl.Close()
+
+	commitCtx, stopCommits := context.WithCancel(context.WithoutCancel(ctx))
+	commitsDone := make(chan struct{})
+	go func() {
+		defer close(commitsDone)
+		t := time.NewTicker(cmp.Or(cfg.CommitInterval, DefaultCommitInterval))
+		defer t.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-commitCtx.Done():
+				return
+			case <-t.C:
+				m.commit(commitCtx, nil, false)
+			}
+			if cfg.Progress > 0 && time.Since(last) >= cfg.Progress {
+				last = time.Now()
+				fmt.Fprintf(m.log, "retries-kafka: fed %d, dead-lettered %d, commits %d, lag %d\n", m.fed.Load(), m.dead.Load(), m.commits.Load(), m.lag())
+			}
+		}
+	}()
+	go m.poll(ctx)
+	_ = m.fc.Feed(force, m.ops(ctx), m.done) // its report says what became of each
+	stopCommits()
+	<-commitsDone
+	final := context.WithoutCancel(ctx)
+	_ = m.cl.Flush(final) // the dead letters in flight
+	m.commit(final, nil, true)
+	_ = m.cl.LeaveGroupContext(final)
+	return Report{Fed: m.fed.Load(), DeadLettered: m.dead.Load(), Commits: m.commits.Load(), Lag: m.lag(), Feed: m.fc.Report()}, nil
+}
+
+// lag returns the records of the member's partitions not committed, as of
+// their last fetch.
+func (m *member) lag() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := int64(0)
+	for _, pt := range m.parts {
+		n += max(0, pt.hwm-max(pt.committed, 0))
+	}
+	return n
+}
+
+// member is one member of the group.
+type member struct {
+	cfg Config
+	cl  *kgo.Client
+	fc  *feed.Client
+	log io.Writer
+
+	mu     sync.Mutex
+	cond   *sync.Cond // broadcast when a record is done or kept, for a revoke
+	parts  map[int32]*partition
+	raised chan struct{} // closed when a reservation rises or a partition is revoked
+
+	items chan item // fetched records, to the feed
+
+	failedMu sync.Mutex // the Failed writer's
+
+	fed, dead, commits atomic.Int64
+}
+
+// item is a fetched record and its partition's state.
+type item struct {
+	p *partition
+	r *kgo.Record
+}
+
+// poll fetches records into m.items until ctx ends, then closes it.
+func (m *member) poll(ctx context.Context) {
+	defer close(m.items)
+	for ctx.Err() == nil {
+		fs := m.cl.PollFetches(ctx)
+		if fs.IsClientClosed() || ctx.Err() != nil {
+			return
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				fmt.Fprintf(m.log, "retries-kafka: fetching %s/%d: %v\n", t, p, err)
+			}
+		})
+		stopped := false
+		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
+			for _, r := range ftp.Records {
+				if stopped {
+					return
+				}
+				m.mu.Lock()
+				pt := m.parts[r.Partition]
+				ok := pt != nil && !pt.revoked && r.Offset >= pt.next
+				if ok {
+					pt.queue = append(pt.queue, entry{offset: r.Offset})
+					pt.next = r.Offset + 1
+					pt.read++
+					pt.hwm = max(pt.hwm, ftp.HighWatermark)
+				}
+				m.mu.Unlock()
+				if !ok {
+					continue
+				}
+				select {
+				case m.items <- item{p: pt, r: r}:
+				case <-ctx.Done():
+					stopped = true
+				}
+			}
+		})
+	}
+}
+
+// ops yields the operations of the fetched records, dead-lettering those
+// that are not valid operations, until m.items is closed or ctx ends (then
+// what is fetched but not yielded is left to the next owner).
+func (m *member) ops(ctx context.Context) func(func(feed.Operation, error) bool) {
+	return func(yield func(feed.Operation, error) bool) {
+		for it := range m.items {
+			if ctx.Err() != nil {
+				continue // stopping: neither fed nor committed
+			}
+			m.mu.Lock()
+			stale := it.p.revoked
+			e := it.p.find(it.r.Offset)
+			if !stale && e != nil {
+				e.yielded = true
+			}
+			m.mu.Unlock()
+			if stale || e == nil {
+				continue
+			}
+			op, err := parseRecord(it.r.Value)
+			if err != nil {
+				m.deadLetter(it, "not a valid operation: "+err.Error())
+				continue
+			}
+			op.Tag = it
+			if !yield(op, nil) {
+				return
+			}
+		}
+	}
+}
+
+// parseRecord returns the one operation that value holds.
+func parseRecord(value []byte) (feed.Operation, error) {
+	var op feed.Operation
+	n := 0
+	for o, err := range feed.Read(bytes.NewReader(value)) {
+		if err != nil {
+			return op, err
+		}
+		if n++; n > 1 {
+			return op, errors.New("more than one operation in the record")
+		}
+		op = o
+	}
+	if n == 0 {
+		return op, errors.New("no operation in the record")
+	}
+	op.Line, op.Offset = 0, 0
+	return op, nil
+}
+
+// done is the feed's done: an acknowledged record is done, a failed one is
+// dead-lettered, and one not sent is left to the next owner.
+func (m *member) done(op feed.Operation, _ feed.Result, err error) {
+	it, _ := op.Tag.(item)
+	if it.p == nil {
+		return
+	}
+	switch {
+	case err == nil:
+		m.fed.Add(1)
+		m.finish(it, true)
+	case errors.Is(err, feed.ErrNotSent):
+		m.finish(it, false)
+	default:
+		m.deadLetter(it, err.Error())
+	}
+}
+
+// finish marks the record of it done, or, without done, no longer in the
+// feed's hands (it is kept for the next owner, and commits stop below it).
+func (m *member) finish(it item, done bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := it.p.find(it.r.Offset); e != nil {
+		e.done, e.yielded = done, false
+	}
+	m.cond.Broadcast()
+}
+
+// deadLetter produces the record of it to FailedTopic, or writes it to
+// Failed, with reason, and then marks it done. A dead letter that cannot be
+// produced leaves the record not done: it is fed again by the next owner.
+func (m *member) deadLetter(it item, reason string) {
+	r := it.r
+	fmt.Fprintf(m.log, "retries-kafka: dead letter: %s/%d@%d: %s\n", r.Topic, r.Partition, r.Offset, reason)
+	if m.cfg.FailedTopic == "" {
+		m.failedMu.Lock()
+		var b bytes.Buffer
+		if json.Compact(&b, r.Value) != nil {
+			b.Reset()
+			b.Write(bytes.ReplaceAll(r.Value, []byte("\n"), []byte(" ")))
+		}
+		b.WriteByte('\n')
+		_, err := m.cfg.Failed.Write(b.Bytes())
+		m.failedMu.Unlock()
+		if err != nil {
+			fmt.Fprintf(m.log, "retries-kafka: writing the dead letter: %v; the record stays uncommitted\n", err)
+			m.finish(it, false)
+			return
+		}
+		m.dead.Add(1)
+		m.finish(it, true)
+		return
+	}
+	headers := append(append([]kgo.RecordHeader(nil), r.Headers...), kgo.RecordHeader{Key: ReasonHeader, Value: []byte(reason)})
+	m.cl.Produce(context.Background(), &kgo.Record{Key: r.Key, Value: r.Value, Headers: headers}, func(_ *kgo.Record, err error) {
+		if err != nil {
+			fmt.Fprintf(m.log, "retries-kafka: producing the dead letter: %v; the record stays uncommitted\n", err)
+			m.finish(it, false)
+			return
+		}
+		m.dead.Add(1)
+		m.finish(it, true)
+	})
+}
+
+// beforeUnsafe is the feed's BeforeUnsafe: a record not safe to repeat goes
+// out once a commit reserves its offset, not at all if the last owner may
+// have sent it, and not at all once its partition has moved.
+func (m *member) beforeUnsafe(ctx context.Context, op feed.Operation) error {
+	it, _ := op.Tag.(item)
+	if it.p == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for {
+		switch pt := it.p; {
+		case pt.revoked:
+			return errRevoked
+		case it.r.Offset < pt.prevReserved:
+			return errSentBefore
+		case it.r.Offset < pt.reserved:
+			return nil
+		}
+		raised := m.raised
+		m.mu.Unlock()
+		select {
+		case <-raised:
+		case <-ctx.Done():
+			m.mu.Lock()
+			return ctx.Err()
+		}
+		m.mu.Lock()
+	}
+}
+
+// wake wakes the operations waiting for a reservation. m.mu is held.
+func (m *member) wake() {
+	close(m.raised)
+	m.raised = make(chan struct{})
+}
+
+// assigned starts the state of the partitions assigned.
+func (m *member) assigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range assigned[m.cfg.Topic] {
+		m.parts[p] = &partition{id: p, committed: -1, next: 0}
+	}
+	fmt.Fprintf(m.log, "retries-kafka: assigned %s %v\n", m.cfg.Topic, assigned[m.cfg.Topic])
+}
+
+// fetched reads the committed offsets and the reservations of the
+// partitions assigned.
+func (m *member) fetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	set := func(p int32, offset int64, meta *string) {
+		pt := m.parts[p]
+		if pt == nil {
+			return
+		}
+		pt.committed = offset
+		pt.next = max(offset, 0)
+		if meta != nil && strings.HasPrefix(*meta, reservedKey) {
+			if n, err := strconv.ParseInt(strings.TrimPrefix(*meta, reservedKey), 10, 64); err == nil {
+				pt.prevReserved, pt.reserved = n, n
+			}
+		}
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			set(p.Partition, p.Offset, p.Metadata)
+		}
+	}
+	for _, g := range resp.Groups {
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				set(p.Partition, p.Offset, p.Metadata)
+			}
+		}
+	}
+	return nil
+}
+
+// revoked lets the revoked partitions go: their records not yet fed are
+// dropped, those in the feed are waited for (at most the feed's operation
+// timeout), and what is done is committed.
+func (m *member) revoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	ps := revoked[m.cfg.Topic]
+	if len(ps) == 0 {
+		return
+	}
+	m.mu.Lock()
+	only := map[int32]bool{}
+	for _, p := range ps {
+		if pt := m.parts[p]; pt != nil {
+			pt.revoked = true
+			only[p] = true
+		}
+	}
+	m.wake()
+	timeout := cmp.Or(m.cfg.Feed.Timeout, 2*time.Minute)
+	if timeout < 0 {
+		timeout = 2 * time.Minute
+	}
+	deadline := time.AfterFunc(timeout, func() {
+		m.mu.Lock()
+		m.cond.Broadcast()
+		m.mu.Unlock()
+	})
+	start := time.Now()
+	for time.Since(start) < timeout && m.inFeed(only) {
+		m.cond.Wait()
+	}
+	deadline.Stop()
+	m.mu.Unlock()
+	m.commit(ctx, only, false)
+	m.mu.Lock()
+	for p := range only {
+		delete(m.parts, p)
+	}
+	m.mu.Unlock()
+	fmt.Fprintf(m.log, "retries-kafka: revoked %s %v\n", m.cfg.Topic, ps)
+}
+
+// inFeed reports whether the feed holds a record of the partitions in
+// only. m.mu is held.
+func (m *member) inFeed(only map[int32]bool) bool {
+	for p := range only {
+		if m.parts[p].inFeed() {
+			return true
+		}
+	}
+	return false
+}
+
+// lost drops the partitions lost without a commit: another member may own
+// them already.
+func (m *member) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range lost[m.cfg.Topic] {
+		if pt := m.parts[p]; pt != nil {
+			pt.revoked = true
+			delete(m.parts, p)
+		}
+	}
+	m.wake()
+	fmt.Fprintf(m.log, "retries-kafka: lost %s %v\n", m.cfg.Topic, lost[m.cfg.Topic])
+}
+
+// commit commits, for each partition (those in only, if not nil), the
+// offset below which every record is done, with the reservation for the
+// operations not safe to repeat in its metadata: the records the next
+// second will likely read, or, when final (nothing is in flight any more),
+// only what an earlier owner reserved. The Failed file is synced first.
+func (m *member) commit(ctx context.Context, only map[int32]bool, final bool) {
+	type plan struct {
+		pt        *partition
+		offset    int64
+		reserve   int64
+		newOffset bool
+	}
+	var plans []plan
+	m.mu.Lock()
+	for p, pt := range m.parts {
+		if only != nil && !only[p] {
+			continue
+		}
+		pt.compact()
+		wm := pt.next
+		if len(pt.queue) > 0 {
+			wm = pt.queue[0].offset
+		}
+		reserve := max(pt.reserved, pt.next+max(minReserve, pt.read+pt.read/2))
+		if final || only != nil {
+			// The partition is let go: no operation passes beforeUnsafe
+			// any more. When none of its records is in the feed's hands,
+			// this member knows what it sent: it reserves nothing, and
+			// passes on only what an earlier owner reserved.
+			reserve = pt.reserved
+			if !pt.inFeed() {
+				reserve = max(pt.prevReserved, wm)
+			}
+		}
+		pt.read = 0
+		if wm == pt.committed && reserve == pt.reserved && !final && only == nil {
+			continue
+		}
+		plans = append(plans, plan{pt: pt, offset: wm, reserve: reserve, newOffset: wm != pt.committed})
+	}
+	m.mu.Unlock()
+	if len(plans) == 0 {
+		return
+	}
+	if s, ok := m.cfg.Failed.(interface{ Sync() error }); ok && m.cfg.FailedTopic == "" {
+		m.failedMu.Lock()
+		err := s.Sync()
+		m.failedMu.Unlock()
+		if err != nil {
+			fmt.Fprintf(m.log, "retries-kafka: syncing the dead letters: %v; not committing\n", err)
+			return
+		}
+	}
+	offsets := map[int32]kgo.EpochOffset{}
+	meta := map[int32]string{}
+	for _, pl := range plans {
+		offsets[pl.pt.id] = kgo.EpochOffset{Epoch: -1, Offset: pl.offset}
+		meta[pl.pt.id] = reservedKey + strconv.FormatInt(pl.reserve, 10)
+	}
+	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		for i := range req.Topics {
+			for j := range req.Topics[i].Partitions {
+				p := &req.Topics[i].Partitions[j]
+				if s, ok := meta[p.Partition]; ok {
+					p.Metadata = &s
+				}
+			}
+		}
+		return nil
+	})
+	var failed map[int32]error
+	var cerr error
+	m.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{m.cfg.Topic: offsets},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			cerr = err
+			if resp == nil {
+				return
+			}
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+						if failed == nil {
+							failed = map[int32]error{}
+						}
+						failed[p.Partition] = err
+					}
+				}
+			}
+		})
+	if cerr != nil {
+		fmt.Fprintf(m.log, "retries-kafka: committing: %v\n", cerr)
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, pl := range plans {
+		if err := failed[pl.pt.id]; err != nil {
+			fmt.Fprintf(m.log, "retries-kafka: committing %s/%d: %v\n", m.cfg.Topic, pl.pt.id, err)
+			continue
+		}
+		pl.pt.committed = pl.offset
+		if pl.reserve > pl.pt.reserved || final || only != nil {
+			pl.pt.reserved = pl.reserve
+		}
+	}
+	m.commits.Add(1)
+	m.wake()
+}
+
+// partition is the state of one partition assigned.
+type partition struct {
+	id        int32
+	queue     []entry // the records read from the watermark on, offsets rising
+	next      int64   // the offset after the last record read
+	read      int64   // records read since the last commit
+	committed int64   // the offset last committed (or fetched); -1: none
+	// reserved is the offset below which an operation not safe to repeat
+	// may go out: the group's committed metadata says so. prevReserved is
+	// what the last owner had reserved: one not done below it may have
+	// been sent.
+	reserved, prevReserved int64
+	hwm                    int64 // the partition's high watermark, as last fetched
+	revoked                bool  // it moved away: its records are no longer this member's
+}
+
+// entry is a record read.
+type entry struct {
+	offset  int64
+	done    bool // acknowledged or dead-lettered
+	yielded bool // in the feed's hands
+}
+
+// find returns the entry of the record at offset, or nil.
+func (pt *partition) find(offset int64) *entry {
+	lo, hi := 0, len(pt.queue)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		switch o := pt.queue[mid].offset; {
+		case o == offset:
+			return &pt.queue[mid]
+		case o < offset:
+			lo = mid + 1
+		default:
+			hi = mid
+		}
+	}
+	return nil
+}
+
+// inFeed reports whether any of the partition's records is in the feed's
+// hands.
+func (pt *partition) inFeed() bool {
+	for _, e := range pt.queue {
+		if e.yielded {
+			return true
+		}
+	}
+	return false
+}
+
+// compact drops the done records at the head of the queue.
+func (pt *partition) compact() {
+	i := 0
+	for i < len(pt.queue) && pt.queue[i].done {
+		i++
+	}
+	pt.queue = pt.queue[i:]
+}

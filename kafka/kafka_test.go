@@ -1,0 +1,372 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/seed32e55400/retries/feed"
+	"github.com/seed32e55400/retries/feed/feedtest"
+)
+
+const (
+	opsTopic  = "ops"
+	deadTopic = "dead"
+)
+
+// newCluster starts an in-process Kafka cluster with the ops and dead
+// topics, which allows session timeouts from 500 ms.
+func newCluster(t *testing.T, partitions int32) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, opsTopic, deadTopic),
+		kfake.GroupMinSessionTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// record is what a test produced.
+type record struct {
+	id        string // the document's key; "" for a malformed record
+	kind      string // put, inc, bad (refused by the server), malformed
+	partition int32
+	offset    int64
+}
+
+// produce produces n records, keyed by document id: every 10th an
+// increment, every 37th a put the server refuses, every 53rd not a valid
+// operation, puts otherwise.
+func produce(t *testing.T, addrs []string, n int) []record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(opsTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	recs := make([]record, n)
+	var rs []*kgo.Record
+	for i := range n {
+		var id, kind, value string
+		switch {
+		case i%53 == 5:
+			id, kind, value = fmt.Sprintf("m%d", i), "malformed", `{"put":"id:a:b::m","fields":{}} {"remove":"id:a:b::m"}`
+		case i%37 == 3:
+			id, kind, value = fmt.Sprintf("bad-%d", i), "bad", fmt.Sprintf(`{"put":"id:a:b::bad-%d","fields":{}}`, i)
+		case i%10 == 0:
+			id, kind, value = fmt.Sprintf("c%d", i), "inc", fmt.Sprintf(`{"update":"id:a:b::c%d","fields":{"n":{"increment":1}}}`, i)
+		default:
+			id, kind, value = fmt.Sprintf("p%d", i), "put", fmt.Sprintf(`{"put":"id:a:b::p%d","fields":{"i":%d}}`, i, i)
+		}
+		recs[i] = record{id: id, kind: kind}
+		rs = append(rs, &kgo.Record{Key: []byte(id), Value: []byte(value)})
+	}
+	res := cl.ProduceSync(t.Context(), rs...)
+	if err := res.FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		recs[i].partition, recs[i].offset = r.Record.Partition, r.Record.Offset
+	}
+	return recs
+}
+
+// vespa is a document/v1 server that refuses the bad-* documents, fails and
+// throttles now and then, and counts what it applied and answered.
+type vespa struct {
+	*feedtest.Server
+	mu       sync.Mutex
+	answered map[string]int // documents answered 200
+	want     int            // close all when this many distinct documents are answered
+	all      chan struct{}
+	hold     func(id string) bool // hold the request, unanswered, while it says so
+	release  chan struct{}
+}
+
+func newVespa(t *testing.T, want int) *vespa {
+	v := &vespa{answered: map[string]int{}, want: want, all: make(chan struct{}), release: make(chan struct{})}
+	v.Server = feedtest.New(t, func(r *http.Request, n int) int {
+		id := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+		switch {
+		case strings.HasPrefix(id, "bad-"):
+			return http.StatusBadRequest
+		case n%13 == 4:
+			return http.StatusServiceUnavailable
+		case n%17 == 6:
+			return http.StatusTooManyRequests
+		}
+		v.mu.Lock()
+		hold := v.hold != nil && v.hold(id)
+		v.mu.Unlock()
+		if hold {
+			select {
+			case <-v.release:
+			case <-r.Context().Done():
+				return feedtest.Reset
+			}
+		}
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if v.answered[id]++; v.answered[id] == 1 && len(v.answered) == v.want {
+			close(v.all)
+		}
+		return 0
+	})
+	return v
+}
+
+func (v *vespa) counts() map[string]int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	c := make(map[string]int, len(v.answered))
+	for k, n := range v.answered {
+		c[k] = n
+	}
+	return c
+}
+
+// startMember runs a member of group g against the cluster and v until the
+// returned stop is called; stop returns its Report.
+func startMember(t *testing.T, addrs []string, v *vespa, g string) (stop func() Report) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan Report, 1)
+	go func() {
+		res, err := Run(ctx, t.Context(), Config{Brokers: addrs, Topic: opsTopic, Group: g, FailedTopic: deadTopic,
+			SessionTimeout: time.Second, Feed: feed.Config{URL: v.URL, MaxOutage: -1}, Log: testLog{t}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	return func() Report {
+		cancel()
+		return <-done
+	}
+}
+
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// deadLetters consumes the dead topic and sends each letter's key and
+// reason on the returned channel.
+func deadLetters(t *testing.T, addrs []string) <-chan [2]string {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(deadTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ch := make(chan [2]string, 4096)
+	go func() {
+		for {
+			fs := cl.PollFetches(context.Background())
+			if fs.IsClientClosed() {
+				return
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				reason := ""
+				for _, h := range r.Headers {
+					if h.Key == ReasonHeader {
+						reason = string(h.Value)
+					}
+				}
+				ch <- [2]string{string(r.Key), reason}
+			})
+		}
+	}()
+	return ch
+}
+
+// committed returns the group's committed offsets and the topic's end
+// offsets, by partition.
+func committed(t *testing.T, addrs []string, g string) (commits, ends map[int32]int64) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	os, err := adm.FetchOffsets(t.Context(), g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := adm.ListEndOffsets(t.Context(), opsTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commits, ends = map[int32]int64{}, map[int32]int64{}
+	os.Each(func(o kadm.OffsetResponse) { commits[o.Partition] = o.At })
+	es.Each(func(o kadm.ListedOffset) { ends[o.Partition] = o.Offset })
+	return commits, ends
+}
+
+// watchCommits calls check with each offset committed for the ops topic,
+// before the cluster applies it.
+func watchCommits(c *kfake.Cluster, check func(partition int32, offset int64)) {
+	c.ControlKey(kmsg.OffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		for _, tp := range req.(*kmsg.OffsetCommitRequest).Topics {
+			for _, p := range tp.Partitions {
+				check(p.Partition, p.Offset)
+			}
+		}
+		return nil, nil, false
+	})
+}
+
+// checkFed asserts that every record was fed or dead-lettered: each put
+// and increment answered (an increment exactly once), each refused and
+// malformed record dead-lettered once with a reason, and the group's
+// commits at the end of the topic.
+func checkFed(t *testing.T, recs []record, v *vespa, letters map[string][]string, commits, ends map[int32]int64) {
+	t.Helper()
+	answered := v.counts()
+	for _, r := range recs {
+		switch r.kind {
+		case "put":
+			if answered[r.id] == 0 {
+				t.Errorf("%s lost", r.id)
+			}
+		case "inc":
+			if answered[r.id] != 1 {
+				t.Errorf("%s applied %d times, want once", r.id, answered[r.id])
+			}
+		default:
+			if l := letters[r.id]; len(l) != 1 || l[0] == "" {
+				t.Errorf("%s (%s): dead letters %q, want one with a reason", r.id, r.kind, l)
+			}
+		}
+	}
+	for p, end := range ends {
+		if commits[p] != end {
+			t.Errorf("partition %d: committed %d, want its end %d", p, commits[p], end)
+		}
+	}
+}
+
+// TestMemberCommitsOnlyWhatIsDone: one member feeds a topic of 4
+// partitions into a server that fails and throttles now and then, and holds
+// the answer to one put until most of the rest is fed. No commit of that
+// put's partition passes it while it is held; at the end every record is
+// fed or dead-lettered and the commits are at the topic's end.
+func TestMemberCommitsOnlyWhatIsDone(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 4)
+	addrs := c.ListenAddrs()
+	recs := produce(t, addrs, 600)
+	good := 0
+	for _, r := range recs {
+		if r.kind == "put" || r.kind == "inc" {
+			good++
+		}
+	}
+	v := newVespa(t, good)
+	held := recs[1] // a put
+	v.hold = func(id string) bool { return id == held.id }
+	var mu sync.Mutex
+	released := false
+	watchCommits(c, func(p int32, offset int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		if p == held.partition && !released && offset > held.offset {
+			t.Errorf("committed %d of partition %d while the put at %d was not answered", offset, p, held.offset)
+		}
+	})
+	letters := deadLetters(t, addrs)
+	stop := startMember(t, addrs, v, "g1")
+	got := map[string][]string{}
+	for range len(recs) - good { // every dead letter, while the put is held
+		l := <-letters
+		got[l[0]] = append(got[l[0]], l[1])
+	}
+	mu.Lock()
+	released = true
+	mu.Unlock()
+	close(v.release)
+	<-v.all
+	res := stop()
+	commits, ends := committed(t, addrs, "g1")
+	checkFed(t, recs, v, got, commits, ends)
+	if res.Fed < int64(good) || res.DeadLettered != int64(len(recs)-good) || res.Commits == 0 {
+		t.Errorf("Report = %+v, want %d fed, %d dead-lettered, some commits", res, good, len(recs)-good)
+	}
+}
+
+// TestSecondMemberJoins: a second member joins while the first feeds; the
+// partitions are spread over both, and nothing is lost.
+func TestSecondMemberJoins(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 6)
+	addrs := c.ListenAddrs()
+	recs := produce(t, addrs, 3000)
+	good := 0
+	for _, r := range recs {
+		if r.kind == "put" || r.kind == "inc" {
+			good++
+		}
+	}
+	v := newVespa(t, good)
+	// Hold the answers to a put of each partition until both members are
+	// in the group, so that the first cannot finish alone.
+	holdIDs := map[string]bool{}
+	seen := map[int32]bool{}
+	for _, r := range recs {
+		if r.kind == "put" && !seen[r.partition] {
+			seen[r.partition], holdIDs[r.id] = true, true
+		}
+	}
+	v.hold = func(id string) bool { return holdIDs[id] }
+	letters := deadLetters(t, addrs)
+	stopA := startMember(t, addrs, v, "g2")
+	if _, err := c.WaitGroupStable(t.Context(), "g2", 1); err != nil {
+		t.Fatal(err)
+	}
+	stopB := startMember(t, addrs, v, "g2")
+	if _, err := c.WaitGroupInfo(t.Context(), "g2", func(g *kfake.GroupInfo) bool { return g != nil && len(g.Members) == 2 }); err != nil {
+		t.Fatal(err)
+	}
+	close(v.release) // the first's revoke may wait for a held put
+	info, err := c.WaitGroupStable(t.Context(), "g2", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for len(got) < len(recs)-good {
+		l := <-letters
+		got[l[0]] = append(got[l[0]], l[1])
+	}
+	<-v.all
+	a, b := stopA(), stopB()
+	// A record done by the first member past one it had not finished is
+	// done again by the second: at least once, so dead letters may repeat.
+	again := 0
+	for k, l := range got {
+		again += len(l) - 1
+		got[k] = l[:1]
+	}
+	commits, ends := committed(t, addrs, "g2")
+	checkFed(t, recs, v, got, commits, ends)
+	if a.Fed == 0 || b.Fed == 0 {
+		t.Errorf("fed %d and %d: want both members to feed", a.Fed, b.Fed)
+	}
+	dups := 0
+	for _, n := range v.counts() {
+		dups += n - 1
+	}
+	t.Logf("assignment %v and %v; fed %d and %d, %d documents applied again, %d dead letters again",
+		info.Members[0].Assignment, info.Members[1].Assignment, a.Fed, b.Fed, dups, again)
+}
