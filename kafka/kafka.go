@@ -59,9 +59,11 @@ const (
 	ReasonHeader = "retries-failed-reason"
 )
 
-// minReserve is the fewest offsets past the last record read that a commit
-// reserves for the operations not safe to repeat.
-const minReserve = 256
+// minReserve is the fewest offsets past the last record handed to the feed
+// that a commit reserves, in a partition, for the operations not safe to
+// repeat; each commit reserves half as many again as the feed took from
+// the partition since the last.
+const minReserve = 64
 
 // reservedKey prefixes the commit metadata that holds a reservation.
 const reservedKey = "retries-reserved="
@@ -99,7 +101,7 @@ type Config struct {
 	// dead-lettered, commits, lag); 0: none.
 	Progress time.Duration
 	// Log receives what the member does (its assignments, revokes, dead
-	// letters); nil: Feed.Log.
+	// letters), and what the feed says when Feed.Log is nil; nil: Feed.Log.
 	Log io.Writer
 	// ClientOpts are more options for the Kafka client (TLS, SASL).
 	ClientOpts []kgo.Opt
@@ -140,6 +142,9 @@ func Run(ctx, force context.Context, cfg Config) (Report, error) {
 	m.log = cmp.Or[io.Writer](cfg.Log, cfg.Feed.Log, io.Discard)
 	fc := cfg.Feed
 	fc.Failed, fc.Unknown, fc.Unread, fc.Resumable, fc.BeforeUnsafe = nil, nil, nil, true, m.beforeUnsafe
+	if fc.Log == nil {
+		fc.Log = cfg.Log
+	}
 	var err error
 	if m.fc, err = feed.New(fc); err != nil {
 		return Report{}, err
@@ -260,7 +265,6 @@ func (m *member) poll(ctx context.Context) {
 				if ok {
 					pt.queue = append(pt.queue, entry{offset: r.Offset})
 					pt.next = r.Offset + 1
-					pt.read++
 					pt.hwm = max(pt.hwm, ftp.HighWatermark)
 				}
 				m.mu.Unlock()
@@ -291,6 +295,8 @@ func (m *member) ops(ctx context.Context) func(func(feed.Operation, error) bool)
 			e := it.p.find(it.r.Offset)
 			if !stale && e != nil {
 				e.yielded = true
+				it.p.fed = max(it.p.fed, it.r.Offset+1)
+				it.p.fedSince++
 			}
 			m.mu.Unlock()
 			if stale || e == nil {
@@ -565,7 +571,7 @@ func (m *member) commit(ctx context.Context, only map[int32]bool, final bool) {
 		if len(pt.queue) > 0 {
 			wm = pt.queue[0].offset
 		}
-		reserve := max(pt.reserved, pt.next+max(minReserve, pt.read+pt.read/2))
+		reserve := max(pt.reserved, pt.fed+max(minReserve, pt.fedSince+pt.fedSince/2))
 		if final || only != nil {
 			// The partition is let go: no operation passes beforeUnsafe
 			// any more. When none of its records is in the feed's hands,
@@ -576,7 +582,7 @@ func (m *member) commit(ctx context.Context, only map[int32]bool, final bool) {
 				reserve = max(pt.prevReserved, wm)
 			}
 		}
-		pt.read = 0
+		pt.fedSince = 0
 		if wm == pt.committed && reserve == pt.reserved && !final && only == nil {
 			continue
 		}
@@ -656,7 +662,8 @@ type partition struct {
 	id        int32
 	queue     []entry // the records read from the watermark on, offsets rising
 	next      int64   // the offset after the last record read
-	read      int64   // records read since the last commit
+	fed       int64   // the offset after the last record handed to the feed
+	fedSince  int64   // records handed to the feed since the last commit
 	committed int64   // the offset last committed (or fetched); -1: none
 	// reserved is the offset below which an operation not safe to repeat
 	// may go out: the group's committed metadata says so. prevReserved is

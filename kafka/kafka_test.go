@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -369,4 +370,118 @@ func TestSecondMemberJoins(t *testing.T) {
 	}
 	t.Logf("assignment %v and %v; fed %d and %d, %d documents applied again, %d dead letters again",
 		info.Members[0].Assignment, info.Members[1].Assignment, a.Fed, b.Fed, dups, again)
+}
+
+// signalLog is a testLog that closes on the first line holding what.
+type signalLog struct {
+	testLog
+	what string
+	once sync.Once
+	seen chan struct{}
+}
+
+func (l *signalLog) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(l.what)) {
+		l.once.Do(func() { close(l.seen) })
+	}
+	return l.testLog.Write(p)
+}
+
+// TestOutagePausesMember: while the server is away, the member's feed
+// pauses: no record is dead-lettered and no commit passes a record not
+// fed; once it is back, everything is fed, nothing lost.
+func TestOutagePausesMember(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 4)
+	addrs := c.ListenAddrs()
+	recs := produce(t, addrs, 4000)
+	good, bad := 0, 0
+	for _, r := range recs {
+		if r.kind == "put" || r.kind == "inc" {
+			good++
+		} else {
+			bad++
+		}
+	}
+	v := newVespa(t, good)
+	half := make(chan struct{})
+	var once sync.Once
+	v.hold = func(string) bool {
+		if len(v.answered) >= good/4 {
+			once.Do(func() { close(half) })
+		}
+		return false
+	}
+	var mu sync.Mutex
+	down := false
+	var commitsDown, heartbeats int
+	beat := make(chan struct{}, 1024)
+	watchCommits(c, func(p int32, offset int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		if down {
+			commitsDown++
+		}
+	})
+	c.ControlKey(kmsg.Heartbeat.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		mu.Lock()
+		heartbeats++
+		mu.Unlock()
+		select {
+		case beat <- struct{}{}:
+		default:
+		}
+		return nil, nil, false
+	})
+	letters := deadLetters(t, addrs)
+	log := &signalLog{testLog: testLog{t}, what: "paused:", seen: make(chan struct{})}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan Report, 1)
+	go func() {
+		res, err := Run(ctx, t.Context(), Config{Brokers: addrs, Topic: opsTopic, Group: "g3", FailedTopic: deadTopic,
+			SessionTimeout: time.Second, Feed: feed.Config{URL: v.URL, MaxOutage: -1}, Log: log})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	<-half
+	v.Down()
+	<-log.seen
+	mu.Lock()
+	down = true
+	mu.Unlock()
+	lettersAtPause := len(letters)
+	var got0 [][2]string
+	for range 12 { // about 2 s of heartbeats: the member stays in the group, paused
+		<-beat
+	}
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	if err := v.Up(); err != nil {
+		t.Fatal(err)
+	}
+	duringOutage := len(letters) - lettersAtPause
+	for range duringOutage { // a record that failed during the outage must not be a put or an increment
+		l := <-letters
+		if !strings.HasPrefix(l[0], "bad-") && !strings.HasPrefix(l[0], "m") {
+			t.Errorf("%s dead-lettered during the outage: %s", l[0], l[1])
+		}
+		got0 = append(got0, l)
+	}
+	got := map[string][]string{}
+	for _, l := range got0 {
+		got[l[0]] = append(got[l[0]], l[1])
+	}
+	for len(got) < bad {
+		l := <-letters
+		got[l[0]] = append(got[l[0]], l[1])
+	}
+	<-v.all
+	cancel()
+	res := <-done
+	commits, ends := committed(t, addrs, "g3")
+	checkFed(t, recs, v, got, commits, ends)
+	t.Logf("%d commits while paused (the offsets they commit are checked at the end); report %+v", commitsDown, res)
 }
