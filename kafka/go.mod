@@ -1,5 +1,6 @@
 module github.com/seed32e55400/retries/kafka
 
+// Go 1.26 or newer, as the root module.
 go 1.26.0
 
 replace github.com/seed32e55400/retries => ../

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -484,4 +485,40 @@ func TestOutagePausesMember(t *testing.T) {
 	commits, ends := committed(t, addrs, "g3")
 	checkFed(t, recs, v, got, commits, ends)
 	t.Logf("%d commits while paused (the offsets they commit are checked at the end); report %+v", commitsDown, res)
+}
+
+// TestKcatProducer: records that kcat (librdkafka, a client independent of
+// franz-go) produces into the cluster are fed. It is skipped where kcat is
+// not installed; .ci/run installs it.
+func TestKcatProducer(t *testing.T) {
+	t.Parallel()
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Skip("kcat is not installed (apt-get install kcat)")
+	}
+	c := newCluster(t, 3)
+	addrs := c.ListenAddrs()
+	var in strings.Builder
+	const n = 300
+	for i := range n {
+		fmt.Fprintf(&in, "k%d|{\"put\":\"id:a:b::k%d\",\"fields\":{\"i\":%d}}\n", i, i, i)
+	}
+	cmd := exec.CommandContext(t.Context(), kcat, "-P", "-b", strings.Join(addrs, ","), "-t", opsTopic, "-K", "|")
+	cmd.Stdin = strings.NewReader(in.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kcat: %v\n%s", err, out)
+	}
+	v := newVespa(t, n)
+	stop := startMember(t, addrs, v, "g4")
+	<-v.all
+	res := stop()
+	commits, ends := committed(t, addrs, "g4")
+	for p, end := range ends {
+		if commits[p] != end {
+			t.Errorf("partition %d: committed %d, want its end %d", p, commits[p], end)
+		}
+	}
+	if res.Fed != n {
+		t.Errorf("fed %d, want %d", res.Fed, n)
+	}
 }
