@@ -137,7 +137,8 @@ func Run(ctx, force context.Context, cfg Config) (Report, error) {
 	case cfg.FailedTopic == cfg.Topic:
 		return Report{}, errors.New("kafka: FailedTopic must not be Topic")
 	}
-	m := &member{cfg: cfg, parts: map[int32]*partition{}, raised: make(chan struct{}), items: make(chan item, 1024)}
+	m := &member{cfg: cfg, parts: map[int32]*partition{}, raised: make(chan struct{}), items: make(chan item, 64),
+		ready: make(chan struct{}, 1)}
 	m.cond = sync.NewCond(&m.mu)
 	m.log = cmp.Or[io.Writer](cfg.Log, cfg.Feed.Log, io.Discard)
 	fc := cfg.Feed
@@ -193,6 +194,7 @@ func Run(ctx, force context.Context, cfg Config) (Report, error) {
 		}
 	}()
 	go m.poll(ctx)
+	go m.merge(ctx)
 	_ = m.fc.Feed(force, m.ops(ctx), m.done) // its report says what became of each
 	stopCommits()
 	<-commitsDone
@@ -227,7 +229,8 @@ type member struct {
 	parts  map[int32]*partition
 	raised chan struct{} // closed when a reservation rises or a partition is revoked
 
-	items chan item // fetched records, to the feed
+	items chan item     // fetched records, to the feed
+	ready chan struct{} // a fetch added pending records
 
 	failedMu sync.Mutex // the Failed writer's
 
@@ -240,9 +243,13 @@ type item struct {
 	r *kgo.Record
 }
 
-// poll fetches records into m.items until ctx ends, then closes it.
+// maxPending is how many records a partition may have fetched and not yet
+// handed to the feed before its fetching pauses.
+const maxPending = 256
+
+// poll fetches records into each partition's pending queue until ctx ends,
+// pausing the fetching of a partition whose queue is full.
 func (m *member) poll(ctx context.Context) {
-	defer close(m.items)
 	for ctx.Err() == nil {
 		fs := m.cl.PollFetches(ctx)
 		if fs.IsClientClosed() || ctx.Err() != nil {
@@ -253,32 +260,96 @@ func (m *member) poll(ctx context.Context) {
 				fmt.Fprintf(m.log, "retries-kafka: fetching %s/%d: %v\n", t, p, err)
 			}
 		})
-		stopped := false
+		var full []int32
+		m.mu.Lock()
 		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
+			pt := m.parts[ftp.Partition]
+			if pt == nil || pt.revoked {
+				return
+			}
+			pt.hwm = max(pt.hwm, ftp.HighWatermark)
 			for _, r := range ftp.Records {
-				if stopped {
-					return
-				}
-				m.mu.Lock()
-				pt := m.parts[r.Partition]
-				ok := pt != nil && !pt.revoked && r.Offset >= pt.next
-				if ok {
-					pt.queue = append(pt.queue, entry{offset: r.Offset})
-					pt.next = r.Offset + 1
-					pt.hwm = max(pt.hwm, ftp.HighWatermark)
-				}
-				m.mu.Unlock()
-				if !ok {
+				if r.Offset < pt.next {
 					continue
 				}
-				select {
-				case m.items <- item{p: pt, r: r}:
-				case <-ctx.Done():
-					stopped = true
-				}
+				pt.queue = append(pt.queue, entry{offset: r.Offset})
+				pt.pending = append(pt.pending, r)
+				pt.next = r.Offset + 1
+			}
+			if len(pt.pending) >= maxPending && !pt.paused {
+				pt.paused = true
+				full = append(full, pt.id)
 			}
 		})
+		m.mu.Unlock()
+		if len(full) > 0 {
+			m.cl.PauseFetchPartitions(map[string][]int32{m.cfg.Topic: full})
+		}
+		select {
+		case m.ready <- struct{}{}:
+		default:
+		}
 	}
+}
+
+// merge hands the pending records to m.items, one partition after the other
+// in turn, so that a partition taken over is fed within a round even when the
+// others have a backlog; it resumes the fetching of a partition whose queue
+// has half emptied. It closes m.items when ctx ends.
+func (m *member) merge(ctx context.Context) {
+	defer close(m.items)
+	last := int32(-1)
+	for {
+		m.mu.Lock()
+		pt := m.nextPending(last)
+		var r *kgo.Record
+		resume := false
+		if pt != nil {
+			r, pt.pending = pt.pending[0], pt.pending[1:]
+			last = pt.id
+			if pt.paused && len(pt.pending) <= maxPending/2 {
+				pt.paused, resume = false, true
+			}
+		}
+		m.mu.Unlock()
+		if pt == nil {
+			select {
+			case <-m.ready:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		if resume {
+			m.cl.ResumeFetchPartitions(map[string][]int32{m.cfg.Topic: {pt.id}})
+		}
+		select {
+		case m.items <- item{p: pt, r: r}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// nextPending returns the partition after last, in the order of their ids
+// and round, that has a record pending, or nil. m.mu is held.
+func (m *member) nextPending(last int32) *partition {
+	var first, next *partition
+	for id, pt := range m.parts {
+		if len(pt.pending) == 0 || pt.revoked {
+			continue
+		}
+		if first == nil || id < first.id {
+			first = pt
+		}
+		if id > last && (next == nil || id < next.id) {
+			next = pt
+		}
+	}
+	if next != nil {
+		return next
+	}
+	return first
 }
 
 // ops yields the operations of the fetched records, dead-lettering those
@@ -460,6 +531,7 @@ func (m *member) fetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetc
 		}
 		pt.committed = offset
 		pt.next = max(offset, 0)
+		pt.fed = pt.next
 		if meta != nil && strings.HasPrefix(*meta, reservedKey) {
 			if n, err := strconv.ParseInt(strings.TrimPrefix(*meta, reservedKey), 10, 64); err == nil {
 				pt.prevReserved, pt.reserved = n, n
@@ -515,10 +587,17 @@ func (m *member) revoked(ctx context.Context, _ *kgo.Client, revoked map[string]
 	m.mu.Unlock()
 	m.commit(ctx, only, false)
 	m.mu.Lock()
+	var paused []int32
 	for p := range only {
+		if m.parts[p].paused {
+			paused = append(paused, p)
+		}
 		delete(m.parts, p)
 	}
 	m.mu.Unlock()
+	if len(paused) > 0 { // a pause outlives the assignment
+		m.cl.ResumeFetchPartitions(map[string][]int32{m.cfg.Topic: paused})
+	}
 	fmt.Fprintf(m.log, "retries-kafka: revoked %s %v\n", m.cfg.Topic, ps)
 }
 
@@ -537,14 +616,21 @@ func (m *member) inFeed(only map[int32]bool) bool {
 // them already.
 func (m *member) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	var paused []int32
 	for _, p := range lost[m.cfg.Topic] {
 		if pt := m.parts[p]; pt != nil {
 			pt.revoked = true
+			if pt.paused {
+				paused = append(paused, p)
+			}
 			delete(m.parts, p)
 		}
 	}
 	m.wake()
+	m.mu.Unlock()
+	if len(paused) > 0 {
+		m.cl.ResumeFetchPartitions(map[string][]int32{m.cfg.Topic: paused})
+	}
 	fmt.Fprintf(m.log, "retries-kafka: lost %s %v\n", m.cfg.Topic, lost[m.cfg.Topic])
 }
 
@@ -670,8 +756,10 @@ type partition struct {
 	// what the last owner had reserved: one not done below it may have
 	// been sent.
 	reserved, prevReserved int64
-	hwm                    int64 // the partition's high watermark, as last fetched
-	revoked                bool  // it moved away: its records are no longer this member's
+	hwm                    int64         // the partition's high watermark, as last fetched
+	revoked                bool          // it moved away: its records are no longer this member's
+	pending                []*kgo.Record // fetched, not yet handed to the feed
+	paused                 bool          // its fetching is paused: pending is full
 }
 
 // entry is a record read.
