@@ -83,6 +83,18 @@ func produce(t *testing.T, addrs []string, n int) []record {
 	return recs
 }
 
+// fedCount returns how many of recs are to be fed (puts and increments);
+// the others are to be dead-lettered.
+func fedCount(recs []record) int {
+	n := 0
+	for _, r := range recs {
+		if r.kind == "put" || r.kind == "inc" {
+			n++
+		}
+	}
+	return n
+}
+
 // vespa is a document/v1 server that refuses the bad-* documents, fails and
 // throttles now and then, and counts what it applied and answered.
 type vespa struct {
@@ -270,12 +282,7 @@ func TestMemberCommitsOnlyWhatIsDone(t *testing.T) {
 	c := newCluster(t, 4)
 	addrs := c.ListenAddrs()
 	recs := produce(t, addrs, 600)
-	good := 0
-	for _, r := range recs {
-		if r.kind == "put" || r.kind == "inc" {
-			good++
-		}
-	}
+	good := fedCount(recs)
 	v := newVespa(t, good)
 	held := recs[1] // a put
 	v.hold = func(id string) bool { return id == held.id }
@@ -315,12 +322,7 @@ func TestSecondMemberJoins(t *testing.T) {
 	c := newCluster(t, 6)
 	addrs := c.ListenAddrs()
 	recs := produce(t, addrs, 3000)
-	good := 0
-	for _, r := range recs {
-		if r.kind == "put" || r.kind == "inc" {
-			good++
-		}
-	}
+	good := fedCount(recs)
 	v := newVespa(t, good)
 	// Hold the answers to a put of each partition until both members are
 	// in the group, so that the first cannot finish alone.
@@ -396,14 +398,8 @@ func TestOutagePausesMember(t *testing.T) {
 	c := newCluster(t, 4)
 	addrs := c.ListenAddrs()
 	recs := produce(t, addrs, 4000)
-	good, bad := 0, 0
-	for _, r := range recs {
-		if r.kind == "put" || r.kind == "inc" {
-			good++
-		} else {
-			bad++
-		}
-	}
+	good := fedCount(recs)
+	bad := len(recs) - good
 	v := newVespa(t, good)
 	half := make(chan struct{})
 	var once sync.Once
