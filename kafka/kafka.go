@@ -233,6 +233,7 @@ type member struct {
 	ready chan struct{} // a fetch added pending records
 
 	failedMu sync.Mutex // the Failed writer's
+	pauseMu  sync.Mutex // held while fetching is paused or resumed: see setPaused
 
 	fed, dead, commits atomic.Int64
 }
@@ -260,7 +261,6 @@ func (m *member) poll(ctx context.Context) {
 				fmt.Fprintf(m.log, "retries-kafka: fetching %s/%d: %v\n", t, p, err)
 			}
 		})
-		var full []int32
 		m.mu.Lock()
 		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
 			pt := m.parts[ftp.Partition]
@@ -276,15 +276,9 @@ func (m *member) poll(ctx context.Context) {
 				pt.pending = append(pt.pending, r)
 				pt.next = r.Offset + 1
 			}
-			if len(pt.pending) >= maxPending && !pt.paused {
-				pt.paused = true
-				full = append(full, pt.id)
-			}
 		})
 		m.mu.Unlock()
-		if len(full) > 0 {
-			m.cl.PauseFetchPartitions(map[string][]int32{m.cfg.Topic: full})
-		}
+		m.setPaused(func(pt *partition) bool { return len(pt.pending) >= maxPending }, true)
 		select {
 		case m.ready <- struct{}{}:
 		default:
@@ -307,9 +301,7 @@ func (m *member) merge(ctx context.Context) {
 		if pt != nil {
 			r, pt.pending = pt.pending[0], pt.pending[1:]
 			last = pt.id
-			if pt.paused && len(pt.pending) <= maxPending/2 {
-				pt.paused, resume = false, true
-			}
+			resume = pt.paused && len(pt.pending) <= maxPending/2
 		}
 		m.mu.Unlock()
 		if pt == nil {
@@ -321,13 +313,38 @@ func (m *member) merge(ctx context.Context) {
 			}
 		}
 		if resume {
-			m.cl.ResumeFetchPartitions(map[string][]int32{m.cfg.Topic: {pt.id}})
+			m.setPaused(func(pt *partition) bool { return len(pt.pending) <= maxPending/2 }, false)
 		}
 		select {
 		case m.items <- item{p: pt, r: r}:
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// setPaused pauses (or resumes) the fetching of the partitions that are not
+// paused (or are) and for which which says so. Decisions and the client's
+// calls are made under pauseMu, so that a pause and a resume of one
+// partition never cross; the client is called without m.mu held.
+func (m *member) setPaused(which func(*partition) bool, pause bool) {
+	m.pauseMu.Lock()
+	defer m.pauseMu.Unlock()
+	var ps []int32
+	m.mu.Lock()
+	for _, pt := range m.parts {
+		if pt.paused != pause && !pt.revoked && which(pt) {
+			pt.paused = pause
+			ps = append(ps, pt.id)
+		}
+	}
+	m.mu.Unlock()
+	switch {
+	case len(ps) == 0:
+	case pause:
+		m.cl.PauseFetchPartitions(map[string][]int32{m.cfg.Topic: ps})
+	default:
+		m.cl.ResumeFetchPartitions(map[string][]int32{m.cfg.Topic: ps})
 	}
 }
 
@@ -596,7 +613,9 @@ func (m *member) revoked(ctx context.Context, _ *kgo.Client, revoked map[string]
 	}
 	m.mu.Unlock()
 	if len(paused) > 0 { // a pause outlives the assignment
+		m.pauseMu.Lock()
 		m.cl.ResumeFetchPartitions(map[string][]int32{m.cfg.Topic: paused})
+		m.pauseMu.Unlock()
 	}
 	fmt.Fprintf(m.log, "retries-kafka: revoked %s %v\n", m.cfg.Topic, ps)
 }
@@ -629,7 +648,9 @@ func (m *member) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32)
 	m.wake()
 	m.mu.Unlock()
 	if len(paused) > 0 {
+		m.pauseMu.Lock()
 		m.cl.ResumeFetchPartitions(map[string][]int32{m.cfg.Topic: paused})
+		m.pauseMu.Unlock()
 	}
 	fmt.Fprintf(m.log, "retries-kafka: lost %s %v\n", m.cfg.Topic, lost[m.cfg.Topic])
 }

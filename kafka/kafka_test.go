@@ -77,8 +77,8 @@ func produce(t *testing.T, addrs []string, n int) []record {
 	if err := res.FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	for i, r := range res {
-		recs[i].partition, recs[i].offset = r.Record.Partition, r.Record.Offset
+	for i, r := range rs { // ProduceSync sets them (its results are not in this order)
+		recs[i].partition, recs[i].offset = r.Partition, r.Offset
 	}
 	return recs
 }

@@ -95,12 +95,12 @@ func TestMemberKilled(t *testing.T) {
 	}
 	prod.Close()
 	partitionOf := map[string]int32{} // document id: its partition
-	for i, r := range res {
+	for i, r := range rs {            // ProduceSync sets it (its results are not in this order)
 		id := fmt.Sprintf("p%d", i)
 		if i%10 == 0 {
 			id = fmt.Sprintf("c%d", i)
 		}
-		partitionOf[id] = r.Record.Partition
+		partitionOf[id] = r.Partition
 	}
 
 	var mu sync.Mutex
