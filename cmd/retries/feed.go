@@ -183,44 +183,12 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return err
 	}
-	if err := f.header.check(); err != nil {
-		return usageErrorf("feed: %v", err)
+	if err := f.check(pos); err != nil {
+		return err
 	}
-	switch {
-	case len(f.urls) == 0:
-		return usageErrorf("feed: -url is required")
-	case len(pos) == 0:
-		return usageErrorf("feed: name a FILE, or - for stdin")
-	case len(pos) > 1:
-		return usageErrorf("feed: unexpected argument %q", pos[1])
-	case f.timeout < 0:
-		return usageErrorf("feed: -timeout %v: must not be negative", f.timeout)
-	case f.grace < 0:
-		return usageErrorf("feed: -grace %v: must not be negative", f.grace)
-	case f.maxOutage < 0:
-		return usageErrorf("feed: -max-outage %v: must not be negative", f.maxOutage)
-	case f.progress < 0:
-		return usageErrorf("feed: -progress %v: must not be negative", f.progress)
-	case f.serverTimeout != 0 && f.serverTimeout < time.Millisecond:
-		return usageErrorf("feed: -server-timeout %v: want 0 or at least 1ms", f.serverTimeout)
-	}
-	compression, err := feed.ParseCompression(f.compression)
+	cfg, err := f.config(stderr)
 	if err != nil {
-		return usageErrorf("feed: -compression %v", err)
-	}
-	tlsCfg, err := feedTLS(f.cert, f.key, f.ca)
-	if err != nil {
-		return usageErrorf("feed: %v", err)
-	}
-	for _, u := range f.urls {
-		if tlsCfg != nil && !strings.HasPrefix(u, "https://") {
-			return usageErrorf("feed: -cert, -key and -ca need https URLs")
-		}
-	}
-	if f.headerFile != "" {
-		if err := readHeaderFile(f.headerFile, &f.header); err != nil {
-			return usageErrorf("feed: -header-file: %v", err)
-		}
+		return err
 	}
 	in := stdin
 	inFile, _ := stdin.(*os.File)
@@ -247,20 +215,6 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		if err := files.checkInput(inFile); err != nil {
 			return usageErrorf("feed: -failed: %v", err)
 		}
-	}
-	cfg := feed.Config{
-		URL: f.urls[0], Header: f.header.h, TLS: tlsCfg, Concurrency: f.concurrency, Connections: f.connections, HTTP2: f.http2,
-		Timeout: orNone(f.timeout), Grace: orNone(f.grace), MaxOutage: orNone(f.maxOutage),
-		Route: f.route, TraceLevel: f.trace, ServerTimeout: f.serverTimeout, DryRun: f.dryRun, Compression: compression,
-		Progress: f.progress, ProgressJSON: f.progressJSON, Log: stderr,
-	}
-	if f.quiet {
-		cfg.Progress = 0
-	}
-	if len(f.urls) > 1 {
-		cfg.URLs = f.urls
-	}
-	if files != nil {
 		cfg.Failed, cfg.Unknown, cfg.Unread = &files.failed, &files.unknown, &files.unread
 	}
 	var progress fileWriter // created once the flags are known to be good
@@ -278,37 +232,13 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			return usageErrorf("feed: -checkpoint: %v", err)
 		}
 		done = ck.done
-	}
-	switch {
-	case files != nil && ck != nil && ck.resumed:
-		ids, err := files.resume(ck.file.FailedSize, ck.file.UnknownSize)
-		if err != nil {
-			return usageErrorf("feed: -failed: %v", err)
+		fd.Close() // it checked the flags; the one resumeFeed makes has what the checkpoint sets
+		if fd, err = resumeFeed(ck, files, cfg, f.checkpoint, stderr); err != nil {
+			return err
 		}
-		cfg.HoldBack = ids
-	case files != nil:
+	} else if files != nil {
 		if err := files.open(); err != nil {
 			return usageErrorf("feed: -failed: %v", err)
-		}
-	}
-	if ck != nil {
-		if files != nil {
-			ck.failed, ck.unknown = &files.failed, &files.unknown
-			files.failed.ck, files.unknown.ck = ck, ck
-		}
-		cfg.Resumable, cfg.BeforeUnsafe = true, ck.beforeUnsafe
-		fd.Close() // it checked the flags; this one has what the checkpoint sets
-		if fd, err = feed.New(cfg); err != nil {
-			return usageErrorf("feed: -url: %v", err)
-		}
-		switch {
-		case ck.resumed && ck.file.Complete:
-			fmt.Fprintf(stderr, "retries feed: %s says the whole input was fed: nothing to feed (remove it to feed the input again)\n", f.checkpoint)
-		case ck.resumed:
-			fmt.Fprintf(stderr, "retries feed: resuming from %s: line %d (byte offset %d) on\n", f.checkpoint, ck.file.Line, ck.file.Offset)
-		}
-		if err := ck.start(); err != nil {
-			return usageErrorf("feed: -checkpoint: %v", err)
 		}
 	}
 	if f.progressFile != "" {
@@ -342,6 +272,113 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if _, err := stdout.Write(res.Summary()); err != nil {
 		return err
 	}
+	return feedExit(ctx, res, filesOK && ckOK)
+}
+
+// check returns a usage error for flags and arguments pos that cannot
+// make a feed.
+func (f *feedFlags) check(pos []string) error {
+	if err := f.header.check(); err != nil {
+		return usageErrorf("feed: %v", err)
+	}
+	switch {
+	case len(f.urls) == 0:
+		return usageErrorf("feed: -url is required")
+	case len(pos) == 0:
+		return usageErrorf("feed: name a FILE, or - for stdin")
+	case len(pos) > 1:
+		return usageErrorf("feed: unexpected argument %q", pos[1])
+	case f.timeout < 0:
+		return usageErrorf("feed: -timeout %v: must not be negative", f.timeout)
+	case f.grace < 0:
+		return usageErrorf("feed: -grace %v: must not be negative", f.grace)
+	case f.maxOutage < 0:
+		return usageErrorf("feed: -max-outage %v: must not be negative", f.maxOutage)
+	case f.progress < 0:
+		return usageErrorf("feed: -progress %v: must not be negative", f.progress)
+	case f.serverTimeout != 0 && f.serverTimeout < time.Millisecond:
+		return usageErrorf("feed: -server-timeout %v: want 0 or at least 1ms", f.serverTimeout)
+	}
+	return nil
+}
+
+// config returns the feed's configuration from the flags, reading the
+// TLS and header files they name.
+func (f *feedFlags) config(stderr io.Writer) (feed.Config, error) {
+	compression, err := feed.ParseCompression(f.compression)
+	if err != nil {
+		return feed.Config{}, usageErrorf("feed: -compression %v", err)
+	}
+	tlsCfg, err := feedTLS(f.cert, f.key, f.ca)
+	if err != nil {
+		return feed.Config{}, usageErrorf("feed: %v", err)
+	}
+	for _, u := range f.urls {
+		if tlsCfg != nil && !strings.HasPrefix(u, "https://") {
+			return feed.Config{}, usageErrorf("feed: -cert, -key and -ca need https URLs")
+		}
+	}
+	if f.headerFile != "" {
+		if err := readHeaderFile(f.headerFile, &f.header); err != nil {
+			return feed.Config{}, usageErrorf("feed: -header-file: %v", err)
+		}
+	}
+	cfg := feed.Config{
+		URL: f.urls[0], Header: f.header.h, TLS: tlsCfg, Concurrency: f.concurrency, Connections: f.connections, HTTP2: f.http2,
+		Timeout: orNone(f.timeout), Grace: orNone(f.grace), MaxOutage: orNone(f.maxOutage),
+		Route: f.route, TraceLevel: f.trace, ServerTimeout: f.serverTimeout, DryRun: f.dryRun, Compression: compression,
+		Progress: f.progress, ProgressJSON: f.progressJSON, Log: stderr,
+	}
+	if f.quiet {
+		cfg.Progress = 0
+	}
+	if len(f.urls) > 1 {
+		cfg.URLs = f.urls
+	}
+	return cfg, nil
+}
+
+// resumeFeed sets up a feed with -checkpoint: it takes up the -failed
+// files where ck covers them (or starts them), has the feed hold back the
+// documents in them and ask ck before each operation not safe to repeat,
+// says where it resumes from, and writes the first checkpoint.
+func resumeFeed(ck *checkpoint, files *feedFiles, cfg feed.Config, path string, stderr io.Writer) (*feed.Client, error) {
+	switch {
+	case files != nil && ck.resumed:
+		ids, err := files.resume(ck.file.FailedSize, ck.file.UnknownSize)
+		if err != nil {
+			return nil, usageErrorf("feed: -failed: %v", err)
+		}
+		cfg.HoldBack = ids
+	case files != nil:
+		if err := files.open(); err != nil {
+			return nil, usageErrorf("feed: -failed: %v", err)
+		}
+	}
+	if files != nil {
+		ck.failed, ck.unknown = &files.failed, &files.unknown
+		files.failed.ck, files.unknown.ck = ck, ck
+	}
+	cfg.Resumable, cfg.BeforeUnsafe = true, ck.beforeUnsafe
+	fd, err := feed.New(cfg)
+	if err != nil {
+		return nil, usageErrorf("feed: -url: %v", err)
+	}
+	switch {
+	case ck.resumed && ck.file.Complete:
+		fmt.Fprintf(stderr, "retries feed: %s says the whole input was fed: nothing to feed (remove it to feed the input again)\n", path)
+	case ck.resumed:
+		fmt.Fprintf(stderr, "retries feed: resuming from %s: line %d (byte offset %d) on\n", path, ck.file.Line, ck.file.Offset)
+	}
+	if err := ck.start(); err != nil {
+		return nil, usageErrorf("feed: -checkpoint: %v", err)
+	}
+	return fd, nil
+}
+
+// feedExit returns the command's exit for a feed that ended with res;
+// written says whether its files were written whole.
+func feedExit(ctx context.Context, res feed.Report, written bool) error {
 	if err := res.TLSError(); err != nil {
 		return &setupError{msg: fmt.Sprintf("feed: TLS: %v", err)}
 	}
@@ -349,7 +386,7 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return &setupError{msg: fmt.Sprintf("feed: %v", err)}
 	}
 	switch {
-	case res.Complete() && filesOK && ckOK:
+	case res.Complete() && written:
 		return nil
 	case res.OutageExceeded():
 		return silentExit(exitOutage)
