@@ -214,7 +214,7 @@ func TestFeedCheckpointResumesAfterKill(t *testing.T) {
 			_ = cmd.Wait()
 			before := first.counts()
 			if data, err := os.ReadFile(ckPath); err == nil {
-				t.Logf("checkpoint at the kill: %.600s", data)
+				t.Logf("checkpoint at the kill: %.300s", data)
 			}
 
 			second := newApplyServer(t, 0)
@@ -298,7 +298,7 @@ func TestFeedCheckpointRefusals(t *testing.T) {
 	if err := runFeed(t.Context(), []string{"-q", "-url", srv.URL, "-checkpoint", ckPath, in}, nil, &out, &errOut); err != nil {
 		t.Errorf("feeding again with a complete checkpoint: %v; stderr:\n%s", err, errOut.String())
 	}
-	if !strings.Contains(errOut.String(), "nothing to feed") || len(srv.counts()) != applied {
+	if !strings.Contains(errOut.String(), "fed or reported: nothing to feed") || len(srv.counts()) != applied {
 		t.Errorf("feeding again with a complete checkpoint sent %d more; stderr:\n%s", len(srv.counts())-applied, errOut.String())
 	}
 	other := checkpointInput(t, 21, false)
@@ -377,4 +377,32 @@ func TestFeedCheckpointInterrupted(t *testing.T) {
 		t.Errorf("%d increments of unknown outcome after a clean end, want at most those in flight", len(unknown))
 	}
 	t.Logf("%d puts in F (refused or canceled on the wire), %d increments of unknown outcome", len(inF), len(unknown))
+}
+
+// TestFeedCheckpointBrokenInput: a feed with -checkpoint that meets broken
+// JSON writes the rest to F.unread; feeding again from the checkpoint sends
+// nothing and keeps F.unread.
+func TestFeedCheckpointBrokenInput(t *testing.T) {
+	t.Parallel()
+	srv := newApplyServer(t, 0)
+	dir := t.TempDir()
+	ckPath, failed := filepath.Join(dir, "ck.json"), filepath.Join(dir, "failed.jsonl")
+	in := writeFile(t, "{\"put\":\"id:a:b::p1\",\"fields\":{}}\n{\"put\":\"id:a:b::p2\",\"fields\":{}}\n{\"put\": nope}\n{\"put\":\"id:a:b::p3\",\"fields\":{}}\n")
+	var out, errOut bytes.Buffer
+	args := []string{"-q", "-url", srv.URL, "-checkpoint", ckPath, "-failed", failed, in}
+	if err := runFeed(t.Context(), args, nil, &out, &errOut); err != errSilent {
+		t.Fatalf("the first feed: %v, want exit 1; stderr:\n%s", err, errOut.String())
+	}
+	unread, err := os.ReadFile(failed + ".unread")
+	if err != nil || !strings.HasPrefix(string(unread), `{"put": nope}`) {
+		t.Fatalf("F.unread = %q, %v", unread, err)
+	}
+	errOut.Reset()
+	_ = runFeed(t.Context(), args, nil, &out, &errOut)
+	if again, err := os.ReadFile(failed + ".unread"); err != nil || string(again) != string(unread) {
+		t.Errorf("after feeding again, F.unread = %q, %v; want it kept; stderr:\n%s", again, err, errOut.String())
+	}
+	if n := len(srv.counts()); n != 2 {
+		t.Errorf("%d documents applied, want the 2 before the broken JSON", n)
+	}
 }

@@ -366,7 +366,7 @@ func resumeFeed(ck *checkpoint, files *feedFiles, cfg feed.Config, path string, 
 	}
 	switch {
 	case ck.resumed && ck.file.Complete:
-		fmt.Fprintf(stderr, "retries feed: %s says the whole input was fed: nothing to feed (remove it to feed the input again)\n", path)
+		fmt.Fprintf(stderr, "retries feed: %s says every operation of the input was fed or reported: nothing to feed (remove it to feed the input again)\n", path)
 	case ck.resumed:
 		fmt.Fprintf(stderr, "retries feed: resuming from %s: line %d (byte offset %d) on\n", path, ck.file.Line, ck.file.Offset)
 	}

@@ -88,6 +88,7 @@ func (o *outFile) finish() (bool, error) {
 // input that broken JSON left unread.
 type feedFiles struct {
 	failed, unknown, unread outFile
+	resumed                 bool // taken up from a checkpoint: F holds earlier feeds' operations too
 }
 
 func newFeedFiles(path string) *feedFiles {
@@ -134,16 +135,13 @@ func (ff *feedFiles) open() error {
 }
 
 // resume takes up F and F.unknown where a feed that a checkpoint covers
-// left them, at the sizes it covers, and removes what is left of F.unread:
-// a feed killed left F.partial, one that ended left F. It returns the
+// left them, at the sizes it covers: a feed killed left F.partial, one
+// that ended left F. F.unread stays: it holds the input from broken JSON
+// on, which the checkpoint counts as reported, and a resume that meets
+// the broken JSON again writes it again. It returns the
 // document ids of their operations, which the feed holds back so that no
 // later operation overtakes them.
 func (ff *feedFiles) resume(failedSize, unknownSize int64) (ids []string, err error) {
-	for _, p := range []string{ff.unread.path, ff.unread.partial()} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
-		}
-	}
 	for _, r := range []struct {
 		o    *outFile
 		size int64
@@ -182,6 +180,7 @@ func (ff *feedFiles) resume(failedSize, unknownSize int64) (ids []string, err er
 		}
 		o.size = r.size
 	}
+	ff.resumed = true
 	return ids, nil
 }
 
@@ -197,6 +196,8 @@ func (ff *feedFiles) finish(w io.Writer, failed, unknown, unreadBytes int64) boo
 			fmt.Fprintf(w, "retries feed: -failed: %v; %s is incomplete\n", err, o.partial())
 		case !done:
 			continue
+		case o == &ff.failed && failed > 0 && ff.resumed:
+			fmt.Fprintf(w, "retries feed: %s: %d more operations not acknowledged, after those of the feeds before the resume, to feed again\n", o.path, failed)
 		case o == &ff.failed && failed > 0:
 			fmt.Fprintf(w, "retries feed: %s: %d operations not acknowledged, to feed again\n", o.path, failed)
 		case o == &ff.unknown:
