@@ -472,7 +472,11 @@ func (c *Client) run(ctx context.Context, ops iter.Seq2[Operation, error]) Repor
 	defer context.AfterFunc(runCtx, func() { c.live.halt(stopCause(runCtx)) })()
 	defer c.watchFirstResponse()()
 	finished := make(chan struct{})
-	go c.cancelAfterGrace(ctx, finished, cancelSend)
+	graceDone := make(chan struct{})
+	go func() {
+		defer close(graceDone)
+		c.cancelAfterGrace(ctx, finished, cancelSend)
+	}()
 	var progressDone chan struct{}
 	if c.cfg.Progress > 0 {
 		progressDone = make(chan struct{})
@@ -493,6 +497,7 @@ func (c *Client) run(ctx context.Context, ops iter.Seq2[Operation, error]) Repor
 	wg.Wait()
 	c.pause.disarm() // a feed that ended paused is not stopped later
 	close(finished)
+	<-graceDone // so that it says nothing once the feed is over
 	if progressDone != nil {
 		<-progressDone
 	}
