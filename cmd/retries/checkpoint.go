@@ -113,10 +113,8 @@ type checkpoint struct {
 	raised   chan struct{} // closed when reserved rises
 	readLast int64         // next at the last rewrite
 	onDisk   bool          // this feed has written FILE
-	dirty    bool
-	eof      bool // the whole input was read
-	clean    bool // the feed has ended: nothing is in flight
-	complete bool
+	eof      bool          // the whole input was read
+	clean    bool          // the feed has ended: nothing is in flight
 
 	// The -failed files' writes: written counts the Writes begun, told
 	// the operations reported as written; a snapshot waits for the two to
@@ -164,7 +162,6 @@ func openCheckpoint(path string, in *os.File, failed string) (*checkpoint, error
 	ck.file = prev
 	ck.resumed = true
 	ck.prevDone, ck.prevReserved = prev.Done, prev.Reserved
-	ck.complete = prev.Complete
 	ck.reserved = prev.Reserved // what FILE on disk reserves
 	return ck, nil
 }
@@ -236,7 +233,7 @@ func (ck *checkpoint) read(in *os.File) (iter.Seq2[feed.Operation, error], error
 			ck.next++
 			skip := ck.doneBefore(e.ord)
 			if skip {
-				e.done, ck.dirty = true, true
+				e.done = true
 				ck.skipped++
 			}
 			ck.queue = append(ck.queue, e)
@@ -287,7 +284,7 @@ func (ck *checkpoint) done(o feed.Operation, _ feed.Result, err error) {
 	ck.mu.Lock()
 	defer ck.mu.Unlock()
 	if e := ck.find(o.Offset); e != nil {
-		e.done, ck.dirty = true, true
+		e.done = true
 	}
 	if wrote {
 		ck.told++
@@ -337,7 +334,7 @@ func (ck *checkpoint) beginWrite() {
 // start writes the first checkpoint, which reserves the first operations,
 // and then rewrites it every second while anything changed, until finish.
 func (ck *checkpoint) start() error {
-	if err := ck.rewrite(false); err != nil {
+	if err := ck.rewrite(); err != nil {
 		return err
 	}
 	ck.stop, ck.stopped = make(chan struct{}), make(chan struct{})
@@ -350,7 +347,7 @@ func (ck *checkpoint) start() error {
 			case <-ck.stop:
 				return
 			case <-t.C:
-				if err := ck.rewrite(false); err != nil {
+				if err := ck.rewrite(); err != nil {
 					ck.mu.Lock()
 					ck.werr = cmp.Or(ck.werr, err)
 					ck.mu.Unlock()
@@ -367,15 +364,9 @@ func (ck *checkpoint) finish() error {
 	close(ck.stop)
 	<-ck.stopped
 	ck.mu.Lock()
-	complete := ck.eof
-	for _, e := range ck.queue {
-		complete = complete && e.done
-	}
-	ck.mu.Unlock()
-	ck.mu.Lock()
 	ck.clean = true
 	ck.mu.Unlock()
-	err := ck.rewrite(complete)
+	err := ck.rewrite()
 	ck.mu.Lock()
 	defer ck.mu.Unlock()
 	return cmp.Or(ck.werr, err)
@@ -385,16 +376,13 @@ func (ck *checkpoint) finish() error {
 // the -failed files synced first, then FILE written whole under a
 // temporary name, synced and renamed. Only then are the operations it
 // reserves let go.
-func (ck *checkpoint) rewrite(complete bool) error {
-	f, raise, syncs, changed := ck.snapshot(complete)
+func (ck *checkpoint) rewrite() error {
+	f, raise, syncs, changed := ck.snapshot()
 	if !changed {
 		return nil
 	}
 	if err := ck.write(f, syncs); err != nil {
-		ck.mu.Lock()
-		ck.dirty = true // try again at the next
-		ck.mu.Unlock()
-		return err
+		return err // ck.file is unchanged: the next rewrite tries again
 	}
 	ck.mu.Lock()
 	ck.file = f
@@ -425,7 +413,7 @@ func (ck *checkpoint) write(f checkpointFile, syncs []*os.File) error {
 // or changed false if it would hold what it does. It waits until every
 // Write to the -failed files begun has been reported, and lets none begin
 // meanwhile, so that their sizes cover exactly the elements done.
-func (ck *checkpoint) snapshot(complete bool) (f checkpointFile, raise int64, syncs []*os.File, changed bool) {
+func (ck *checkpoint) snapshot() (f checkpointFile, raise int64, syncs []*os.File, changed bool) {
 	ck.mu.Lock()
 	defer ck.mu.Unlock()
 	ck.snapping = true
@@ -442,17 +430,9 @@ func (ck *checkpoint) snapshot(complete bool) (f checkpointFile, raise int64, sy
 	ck.queue = ck.queue[i:]
 	read := ck.next - ck.readLast
 	raise = ck.next + max(minReserve, read+read/2)
-	if ck.onDisk && !ck.dirty && raise <= ck.reserved && complete == ck.complete {
-		return ck.file, 0, nil, false
-	}
-	ck.onDisk, ck.dirty, ck.readLast = true, false, ck.next
-	ck.complete = ck.complete || complete
 	f = ck.file
-	f.Complete = ck.complete
-	for _, o := range []*outFile{ck.failed, ck.unknown} {
-		if o != nil && o.f != nil {
-			syncs = append(syncs, o.f)
-		}
+	if ck.clean && ck.eof { // complete once the whole input was read and every element is done
+		f.Complete = !slices.ContainsFunc(ck.queue, func(e ckEntry) bool { return !e.done })
 	}
 	if ck.failed != nil {
 		f.FailedSize, f.UnknownSize = ck.failed.size, ck.unknown.size
@@ -485,6 +465,16 @@ func (ck *checkpoint) snapshot(complete bool) (f checkpointFile, raise int64, sy
 	// not done yet.
 	if ck.resumed {
 		f.Reserved = max(f.Reserved, ck.prevReserved-base)
+	}
+	if ck.onDisk && f.Complete == ck.file.Complete && f.Offset == ck.file.Offset && f.Reserved == ck.file.Reserved &&
+		f.FailedSize == ck.file.FailedSize && f.UnknownSize == ck.file.UnknownSize && slices.Equal(f.Done, ck.file.Done) {
+		return ck.file, 0, nil, false // FILE says it already
+	}
+	ck.onDisk, ck.readLast = true, ck.next
+	for _, o := range []*outFile{ck.failed, ck.unknown} {
+		if o != nil && o.f != nil {
+			syncs = append(syncs, o.f)
+		}
 	}
 	return f, max(raise, ck.reserved), syncs, true
 }
