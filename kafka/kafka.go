@@ -348,6 +348,18 @@ func (m *member) setPaused(which func(*partition) bool, pause bool) {
 	}
 }
 
+// resumeGone resumes the fetching of partitions paused when they moved
+// away: a pause outlives the assignment, and would hold them if they came
+// back.
+func (m *member) resumeGone(ps []int32) {
+	if len(ps) == 0 {
+		return
+	}
+	m.pauseMu.Lock()
+	defer m.pauseMu.Unlock()
+	m.cl.ResumeFetchPartitions(map[string][]int32{m.cfg.Topic: ps})
+}
+
 // nextPending returns the partition after last, in the order of their ids
 // and round, that has a record pending, or nil. m.mu is held.
 func (m *member) nextPending(last int32) *partition {
@@ -468,25 +480,25 @@ func (m *member) deadLetter(it item, reason string) {
 		b.WriteByte('\n')
 		_, err := m.cfg.Failed.Write(b.Bytes())
 		m.failedMu.Unlock()
-		if err != nil {
-			fmt.Fprintf(m.log, "retries-kafka: writing the dead letter: %v; the record stays uncommitted\n", err)
-			m.finish(it, false)
-			return
-		}
-		m.dead.Add(1)
-		m.finish(it, true)
+		m.lettered(it, err)
 		return
 	}
 	headers := append(append([]kgo.RecordHeader(nil), r.Headers...), kgo.RecordHeader{Key: ReasonHeader, Value: []byte(reason)})
 	m.cl.Produce(context.Background(), &kgo.Record{Key: r.Key, Value: r.Value, Headers: headers}, func(_ *kgo.Record, err error) {
-		if err != nil {
-			fmt.Fprintf(m.log, "retries-kafka: producing the dead letter: %v; the record stays uncommitted\n", err)
-			m.finish(it, false)
-			return
-		}
-		m.dead.Add(1)
-		m.finish(it, true)
+		m.lettered(it, err)
 	})
+}
+
+// lettered ends the record of it once its dead letter is written or
+// produced, or failed to be with err: then it stays uncommitted.
+func (m *member) lettered(it item, err error) {
+	if err != nil {
+		fmt.Fprintf(m.log, "retries-kafka: the dead letter of %s/%d@%d: %v; the record stays uncommitted\n", it.r.Topic, it.r.Partition, it.r.Offset, err)
+		m.finish(it, false)
+		return
+	}
+	m.dead.Add(1)
+	m.finish(it, true)
 }
 
 // beforeUnsafe is the feed's BeforeUnsafe: a record not safe to repeat goes
@@ -612,11 +624,7 @@ func (m *member) revoked(ctx context.Context, _ *kgo.Client, revoked map[string]
 		delete(m.parts, p)
 	}
 	m.mu.Unlock()
-	if len(paused) > 0 { // a pause outlives the assignment
-		m.pauseMu.Lock()
-		m.cl.ResumeFetchPartitions(map[string][]int32{m.cfg.Topic: paused})
-		m.pauseMu.Unlock()
-	}
+	m.resumeGone(paused)
 	fmt.Fprintf(m.log, "retries-kafka: revoked %s %v\n", m.cfg.Topic, ps)
 }
 
@@ -647,11 +655,7 @@ func (m *member) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32)
 	}
 	m.wake()
 	m.mu.Unlock()
-	if len(paused) > 0 {
-		m.pauseMu.Lock()
-		m.cl.ResumeFetchPartitions(map[string][]int32{m.cfg.Topic: paused})
-		m.pauseMu.Unlock()
-	}
+	m.resumeGone(paused)
 	fmt.Fprintf(m.log, "retries-kafka: lost %s %v\n", m.cfg.Topic, lost[m.cfg.Topic])
 }
 
