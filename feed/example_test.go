@@ -46,3 +46,22 @@ func ExampleClient() {
 	// 2 remove 200 <nil>
 	// <nil>
 }
+
+// ReadFrom takes an input up at one of its elements, here the second of a
+// JSON array, with the positions Read gave it.
+func ExampleReadFrom() {
+	input := "[\n{\"put\":\"id:music:music::1\",\"fields\":{}},\n{\"remove\":\"id:music:music::2\"},\n{\"remove\":\"id:music:music::3\"}\n]\n"
+	var second feed.Operation
+	n := 0
+	for op, err := range feed.Read(strings.NewReader(input)) {
+		if n++; err == nil && n == 2 {
+			second = op
+		}
+	}
+	for op, err := range feed.ReadFrom(strings.NewReader(input[second.Offset:]), second.Offset, second.Line, true) {
+		fmt.Println(op.Kind, op.ID, "line", op.Line, "offset", op.Offset, err)
+	}
+	// Output:
+	// remove id:music:music::2 line 3 offset 43 <nil>
+	// remove id:music:music::3 line 4 offset 75 <nil>
+}
