@@ -69,10 +69,12 @@ type LimiterConfig struct {
 // about 2 % of attempts meet backpressure; docs/limiter.md in the
 // repository gives the control law.
 //
-// Calls are served in order (FIFO), and a waiter whose context ends leaves
-// at once with the context's error. The zero Limiter is usable, as
-// NewLimiter(LimiterConfig{}). A Limiter is safe for concurrent use by
-// multiple goroutines; share one per server, and do not copy it.
+// Calls are served in order (FIFO), except that a retry after backpressure
+// (through a Policy with WithLimiter) waits at the front; a waiter whose
+// context ends leaves at once with the context's error. The zero Limiter
+// is usable, as NewLimiter(LimiterConfig{}). A Limiter is safe for
+// concurrent use by multiple goroutines; share one per server, and do not
+// copy it.
 type Limiter struct {
 	// Read without the lock, on the fast path. The fast path earns its
 	// packed ledger: an Acquire and Release cost 12 ns on it against 149 ns
@@ -209,7 +211,23 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 	if l.tryFast(&p) {
 		return p, nil
 	}
-	return l.acquireSlow(ctx)
+	return l.acquireSlow(ctx, false)
+}
+
+// acquireAfterBackpressure is Acquire for an attempt whose previous
+// attempt met backpressure: it waits at the front of the queue for the
+// next release, so that it takes the place that an attempt's end frees
+// at the server, instead of bouncing again at once or waiting behind every
+// call in the queue. A 429 becomes a fill.
+func (l *Limiter) acquireAfterBackpressure(ctx context.Context) (Permit, error) {
+	if done := ctx.Done(); done != nil {
+		select {
+		case <-done:
+			return Permit{}, ctx.Err()
+		default:
+		}
+	}
+	return l.acquireSlow(ctx, true)
 }
 
 // tryFast is Acquire's fast path: far below the in-flight limit, with no
@@ -233,19 +251,30 @@ func (l *Limiter) tryFast(p *Permit) bool {
 	}
 }
 
-func (l *Limiter) acquireSlow(ctx context.Context) (Permit, error) {
+// acquireSlow waits in the queue: at its back, or, for front, at its
+// front, for the next dispatch (a release, or another call's arrival)
+// rather than at once; at once only if nothing is in flight, since no
+// release would come.
+func (l *Limiter) acquireSlow(ctx context.Context, front bool) (Permit, error) {
 	l.mu.Lock()
 	l.setDefaults()
 	now := l.now()
-	if l.head == nil && l.grantable(now) {
+	if !front && l.head == nil && l.grantable(now) {
 		p := l.grant(now, false)
 		l.updateFast()
 		l.mu.Unlock()
 		return p, nil
 	}
 	w := l.newQueued()
-	l.enqueue(w)
-	l.dispatch(now) // set w's timer if w is the head and waits for a token
+	if front {
+		l.push(w)
+		if l.inFlight() == 0 {
+			l.dispatch(now)
+		}
+	} else {
+		l.enqueue(w)
+		l.dispatch(now) // set w's timer if w is the head and waits for a token
+	}
 	l.mu.Unlock()
 
 	for {
@@ -293,6 +322,20 @@ func (l *Limiter) enqueue(w *queued) {
 		l.head = w
 	}
 	l.tail = w
+	l.waiters++
+	l.waiting.Store(int32(l.waiters))
+	l.fast.Store(0)
+}
+
+// push puts w at the front of the queue. l.mu is held.
+func (l *Limiter) push(w *queued) {
+	w.next = l.head
+	if l.head != nil {
+		l.head.prev = w
+	} else {
+		l.tail = w
+	}
+	l.head = w
 	l.waiters++
 	l.waiting.Store(int32(l.waiters))
 	l.fast.Store(0)
@@ -442,7 +485,12 @@ func (p Permit) release(s Signal, hold time.Duration) {
 	if s == SignalBackpressure && hold > 0 {
 		l.ctl.hold(now + min(hold, maxHold))
 	}
-	l.dispatch(now)
+	if s != SignalBackpressure || l.inFlight() == 0 {
+		// Backpressure frees no place at the server: the next release
+		// hands it on (to the attempt that met it, at the front), unless
+		// nothing else is in flight.
+		l.dispatch(now)
+	}
 	l.mu.Unlock()
 }
 
@@ -539,8 +587,10 @@ func defaultBackpressure(v any, err error) bool {
 
 // WithLimiter attaches l to the policy: every attempt acquires a permit
 // from l first and releases it with what its outcome says about the server.
-// A retry after backpressure skips the policy's wait, since l paces it;
-// when that outcome carries a Retry-After header, l holds every attempt
-// back for that long (at most 10 s), then lets one through until its
-// outcome comes back. Copies share l; a nil l removes it.
+// A retry after backpressure skips the policy's wait, since l paces it:
+// it waits at the front of l's queue and goes out when the next attempt
+// ends, since the one answered with backpressure freed no place at the
+// server. When that outcome carries a Retry-After header, l holds every
+// attempt back for that long (at most 10 s), then lets one through until
+// its outcome comes back. Copies share l; a nil l removes it.
 func WithLimiter(l *Limiter) Option { return func(p *Policy) { p.shared.limiter = l } }

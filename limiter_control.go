@@ -16,7 +16,8 @@ import (
 //   - Slow start: the in-flight limit starts at initialLimit and grows by
 //     one per success granted at the limit (it doubles every round trip
 //     while it binds) until the first backpressure, which cuts it to
-//     limitCut × the count then in flight, or a rise in latency.
+//     limitCut × the count then in flight, or a rise in latency that
+//     lasts two baseline round trips (a shorter one holds it).
 //   - Rate: off until the first backpressure, which turns it on at 0.9 ×
 //     the admitted rate. Each later backpressure for an attempt sent since
 //     the last cut (so at most one cut per round trip) cuts it by rateCut,
@@ -38,8 +39,13 @@ import (
 //   - Wall: a share of backpressure that steps up at some count in flight
 //     (see wall) caps the in-flight limit half an attempt below it, and
 //     backpressure at or above the wall does not cut the rate.
+//   - Climb: while latency holds growth, trials of a step of 25 % (see
+//     climb) let the delivered rate overrule it: a step that raises the
+//     throughput is kept, and the latency rule does not shrink the limit
+//     below a level so kept.
 //   - Growth: the in-flight limit grows by limitGrow/limit × accel per
-//     success granted at the limit, while latency is normal; the rate is
+//     success granted at the limit, and by at least limitGrowShare (3 % a
+//     round trip), while latency is normal; the rate is
 //     capped at twice the admitted rate (a cap on growth, which never cuts
 //     a rate already above it). Neither grows while it does not bind, so
 //     an idle Limiter does not run away.
@@ -52,11 +58,14 @@ type control struct {
 	admitted admissions
 	latency  latencyTracker
 
+	climb climb
+
 	wall      wall
 	wallAt    int // the wall's in-flight count, 0 if none
 	wallCheck int // successes until the wall is looked at again
 
 	lastCong, lastRateCut, lastGrow time.Duration
+	congSince                       time.Duration // latency has been high since; 0 if it is not
 	congGap                         time.Duration // smoothed gap between backpressures
 	share                           float64       // smoothed share of backpressure
 	// probing is set by a Retry-After hold: once it ends, one attempt goes
@@ -67,11 +76,12 @@ type control struct {
 const (
 	initialLimit   = 4
 	minLimit       = 1
-	limitGrow      = 0.25   // per round trip, while the in-flight limit binds
-	limitCut       = 0.9    // the in-flight limit on leaving slow start, × the count in flight
-	rateGrow       = 0.0004 // per success, while the rate binds
-	rateCut        = 0.02   // per backpressure
-	rateProbe      = 0.05   // extra growth per second, so a low rate recovers
+	limitGrow      = 0.25     // per round trip, while the in-flight limit binds
+	limitGrowShare = 1.0 / 32 // per success, at least: ×1.03 a round trip
+	limitCut       = 0.9      // the in-flight limit on leaving slow start, × the count in flight
+	rateGrow       = 0.0004   // per success, while the rate binds
+	rateCut        = 0.02     // per backpressure
+	rateProbe      = 0.05     // extra growth per second, so a low rate recovers
 	rateBurst      = 5 * time.Millisecond
 	congestedRatio = 1.5              // smoothed latency over baseline: hold growth
 	queuedRatio    = 2.0              // smoothed latency over baseline: shrink
@@ -171,24 +181,35 @@ func (c *control) accel(now time.Duration) float64 {
 
 func (c *control) onSuccess(s sample, now time.Duration) {
 	cong, queue := c.latency.state()
-	if cong {
+	switch {
+	case !cong:
+		c.congSince = 0
+	case c.congSince == 0:
+		c.congSince = now
+		fallthrough
+	default:
 		c.lastCong = now // a latency signal: not a gap between backpressures
-		c.slowStart = false
+		if now-c.congSince >= time.Duration(2*c.latency.base) {
+			c.slowStart = false
+		}
 	}
 	accel := c.accel(now)
-	if s.atLimit {
+	if climbing := c.climbing(s, cong, now); s.atLimit && !climbing {
 		switch {
+		case c.slowStart && cong:
+			// A rise in latency for less than two round trips may be a
+			// blip (a collection cycle, a busy machine): hold.
 		case c.slowStart:
 			c.limit++
 		case queue && !s.rateBound:
 			// What the admitted rate needs at the baseline latency (in
 			// nanoseconds), and some.
-			floor := minLimit + 1.25*float64(c.admitted.rate(now))*c.latency.base/1e9
+			floor := max(c.climb.proven, minLimit+1.25*float64(c.admitted.rate(now))*c.latency.base/1e9)
 			if c.limit > floor {
 				c.limit = max(floor, c.limit-0.5/c.limit)
 			}
 		case !cong:
-			c.limit += limitGrow / c.limit * accel
+			c.limit += max(limitGrow/c.limit*accel, limitGrowShare)
 		}
 		c.limit = min(max(c.limit, minLimit), c.maxLimit)
 	}
@@ -213,6 +234,10 @@ func (c *control) onSuccess(s sample, now time.Duration) {
 
 func (c *control) onBackpressure(s sample, now time.Duration) {
 	c.congested(now)
+	if c.climb.active {
+		c.endClimb(now)
+	}
+	c.climb.proven, c.climb.down = 0, false
 	if c.slowStart {
 		c.slowStart = false
 		c.limit = max(minLimit, min(c.limit, float64(s.n))*limitCut)

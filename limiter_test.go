@@ -413,21 +413,26 @@ func TestNewLimiterPanics(t *testing.T) {
 // TestLimiterHoldsOnLatency runs 64 workers against a server with 12 slots
 // of 8 ms and a queue of 1000: it never pushes back, so only rising latency
 // can tell the limiter to stop growing. The queue must stay short and the
-// throughput at capacity.
+// throughput at capacity; a trial of a step 25 % higher (see climb) may
+// lift the count in flight now and then, and must be undone, since the
+// step delivers nothing more.
 func TestLimiterHoldsOnLatency(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		l := retries.NewLimiter(retries.LimiterConfig{})
 		r := drive(t, l, &slotServer{k: 12, queue: 1000, service: 8 * time.Millisecond, net: time.Millisecond}, 64, 20, nil)
 		perSecond, _ := r.share(5, 20)
-		var maxInFlight int
+		var inFlight []int
 		for _, s := range r.stats[5:] {
-			maxInFlight = max(maxInFlight, s.InFlight)
+			inFlight = append(inFlight, s.InFlight)
 		}
+		slices.Sort(inFlight)
+		median, most := inFlight[len(inFlight)/2], inFlight[len(inFlight)-1]
 		// 12 in service, 12 × 1 ms / 8 ms on the network, and a short queue
-		if perSecond < 0.97*1500 || maxInFlight > 40 {
+		if perSecond < 0.97*1500 || median > 40 || most > 50 {
 			r.log(t)
-			t.Errorf("after 5 s: %.0f/s and up to %d in flight; want ≥ 1455/s and ≤ 40 (64 workers would queue 50)", perSecond, maxInFlight)
+			t.Errorf("after 5 s: %.0f/s, %d in flight (median of seconds), up to %d; want ≥ 1455/s, ≤ 40 and ≤ 50 (64 workers would queue 50)",
+				perSecond, median, most)
 		}
 	})
 }

@@ -37,6 +37,7 @@ type shared struct {
 // through as a probe.
 type ticket struct {
 	permit   Permit
+	front    bool // the last attempt met backpressure: the next waits at the limiter's front
 	admitted bool // the breaker admitted the attempt
 	probe    bool
 	held     time.Duration // how long the breaker held it, for an observer
@@ -133,7 +134,13 @@ func (s *shared) admit(ctx context.Context, t *ticket) (refusal error) {
 			return nil
 		}
 		var err error
-		if t.permit, err = s.limiter.Acquire(ctx); err != nil {
+		if t.front {
+			t.front = false
+			t.permit, err = s.limiter.acquireAfterBackpressure(ctx)
+		} else {
+			t.permit, err = s.limiter.Acquire(ctx)
+		}
+		if err != nil {
 			s.drop(t)
 			return nil
 		}
@@ -188,7 +195,7 @@ func (s *shared) reportPermit(t *ticket, v any, err error, retried bool) (paced 
 	var hold time.Duration
 	switch {
 	case retried && s.limiter.backpressure(v, err):
-		sig, paced = SignalBackpressure, true
+		sig, paced, t.front = SignalBackpressure, true, true
 		hold, _ = retryAfterHint(State{Value: v, Err: err})
 	case retried:
 		sig = SignalFailure

@@ -25,7 +25,7 @@ func TestDefaults(t *testing.T) {
 	t.Parallel()
 	c := withDefaults(Config{})
 	if c.Timeout != 2*time.Minute || c.AttemptTimeout != 30*time.Second || c.Grace != 5*time.Second ||
-		c.MaxOutage != 5*time.Minute || c.FirstResponse != 30*time.Second || c.MaxInFlight != 256 || c.Budget == nil {
+		c.MaxOutage != 5*time.Minute || c.FirstResponse != 30*time.Second || c.MaxInFlight != 1024 || c.Budget == nil {
 		t.Errorf("withDefaults(Config{}) = %+v", c)
 	}
 	if isZero(c.Outer) || isZero(c.Inner) || c.Outer.String() != DefaultOuter.String() || c.Inner.String() != DefaultInner.String() {

@@ -40,7 +40,7 @@ const (
 	// DefaultMaxInFlight is the adaptive limiter's cap when
 	// Config.MaxInFlight is 0: at most this many requests in flight, and
 	// this many operations dispatched at once.
-	DefaultMaxInFlight = 256
+	DefaultMaxInFlight = 1024
 	// maxMessage bounds the part of a response body quoted in a report.
 	maxMessage = 200
 )
