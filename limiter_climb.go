@@ -30,8 +30,7 @@ import (
 //
 // A level reached by climbing (proven) is not shrunk by the latency rule.
 // After a step up fails above it, the next trial is a step down, so that a
-// level proven once does not stay for good; steps down go no lower than
-// where climbing began (origin), since below it the latency rule decides. A queue in the server gives no
+// level proven once does not stay for good. A queue in the server gives no
 // throughput for a step, so latency still stops growth there.
 // Backpressure ends a trial at once and forgets the proven level: the
 // server, not the client, is then the bottleneck.
@@ -53,7 +52,6 @@ type climb struct {
 	n, at   int              // successes in the trial, and those granted at the limit
 	down    bool             // the next trial steps down
 	proven  float64          // the level climbing kept; 0 if none
-	origin  float64          // the limit where climbing began, when proven is set
 	fails   int              // trials in a row that kept nothing
 	next    time.Duration    // no trial starts before
 }
@@ -128,14 +126,7 @@ func (c *control) climbing(s sample, cong bool, now time.Duration) bool {
 		return false
 	}
 	// Kept; try the next step from there.
-	if k.proven == 0 {
-		k.origin = k.low
-	}
 	k.proven, k.fails = k.step, 0
-	if k.down && k.step <= k.origin {
-		// Back where climbing began: nothing it kept is left.
-		k.proven, k.down = 0, false
-	}
 	k.active = false
 	c.limit = k.step
 	if !c.beginTrial(k.step, now) {
@@ -195,13 +186,7 @@ func (c *control) beginTrial(low float64, now time.Duration) bool {
 	k := &c.climb
 	step := low * climbGain
 	if k.down {
-		// A step down only undoes climbing: below where it began, the
-		// latency rule decides.
-		step = max(low/climbGain, k.origin)
-		if step >= low {
-			k.proven, k.down = 0, false
-			return false
-		}
+		step = low / climbGain
 	}
 	if step < minLimit+1 || step > c.maxLimit || c.wallAt > 0 && step >= float64(c.wallAt) {
 		return false
@@ -209,7 +194,7 @@ func (c *control) beginTrial(low float64, now time.Duration) bool {
 	srtt := time.Duration(c.latency.srtt)
 	*k = climb{active: true, low: low, step: step, began: now, from: now,
 		slotLen: max(climbMinSlot, climbSlotRTTs*srtt), settle: 2 * srtt,
-		down: k.down, proven: k.proven, origin: k.origin, fails: k.fails}
+		down: k.down, proven: k.proven, fails: k.fails}
 	c.limit = low
 	return true
 }
