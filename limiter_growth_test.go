@@ -52,8 +52,8 @@ func (s *batchServer) call() retries.Signal {
 }
 
 // TestLimiterGrowsWithThroughput runs 128 workers against a batchServer
-// whose throughput rises up to 64 in flight while its latency rises 2.9×
-// from 1 in flight to 64: the latency rule alone stops near 33 in flight
+// whose throughput rises up to 64 in flight while its latency rises 8×
+// from 1 in flight to 64: the latency rule alone stops near 15 in flight
 // (0.72 of the best throughput). Growth driven by the delivered rate must
 // reach at least 0.9 of the best, and hold where the throughput is flat.
 func TestLimiterGrowsWithThroughput(t *testing.T) {
