@@ -434,7 +434,10 @@ func (l *Limiter) returnUnused(p Permit) {
 }
 
 // Release ends the attempt and reports s about it to the Limiter. Release
-// a Permit exactly once; releasing the zero Permit does nothing.
+// a Permit exactly once; releasing the zero Permit does nothing. A release
+// with SignalBackpressure hands its place to no waiting call (the server
+// had none to give) unless nothing else is in flight: the next release
+// does.
 func (p Permit) Release(s Signal) { p.release(s, 0) }
 
 // wake hands released permits to the calls waiting for them.
