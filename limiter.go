@@ -214,22 +214,6 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 	return l.acquireSlow(ctx, false)
 }
 
-// acquireAfterBackpressure is Acquire for an attempt whose previous
-// attempt met backpressure: it waits at the front of the queue for the
-// next release, so that it takes the place that an attempt's end frees
-// at the server, instead of bouncing again at once or waiting behind every
-// call in the queue. A 429 becomes a fill.
-func (l *Limiter) acquireAfterBackpressure(ctx context.Context) (Permit, error) {
-	if done := ctx.Done(); done != nil {
-		select {
-		case <-done:
-			return Permit{}, ctx.Err()
-		default:
-		}
-	}
-	return l.acquireSlow(ctx, true)
-}
-
 // tryFast is Acquire's fast path: far below the in-flight limit, with no
 // rate limit and no one waiting, a permit is one compare-and-swap and
 // reads no clock. It sets the permit in p, which is empty, or reports
@@ -251,11 +235,17 @@ func (l *Limiter) tryFast(p *Permit) bool {
 	}
 }
 
-// acquireSlow waits in the queue: at its back, or, for front, at its
-// front, for the next dispatch (a release, or another call's arrival)
-// rather than at once; at once only if nothing is in flight, since no
-// release would come.
+// acquireSlow waits in the queue, at its back; or, for front, at its front
+// for the next dispatch (a release, or another call's arrival) rather than
+// at once, unless nothing is in flight, since no release would come. front
+// is for an attempt whose previous attempt met backpressure: it takes the
+// place that an attempt's end frees at the server, instead of bouncing
+// again at once or waiting behind every call in the queue. A 429 becomes a
+// fill.
 func (l *Limiter) acquireSlow(ctx context.Context, front bool) (Permit, error) {
+	if front && ctx.Err() != nil {
+		return Permit{}, ctx.Err() // as Acquire: a done context takes nothing
+	}
 	l.mu.Lock()
 	l.setDefaults()
 	now := l.now()
@@ -266,14 +256,9 @@ func (l *Limiter) acquireSlow(ctx context.Context, front bool) (Permit, error) {
 		return p, nil
 	}
 	w := l.newQueued()
-	if front {
-		l.push(w)
-		if l.inFlight() == 0 {
-			l.dispatch(now)
-		}
-	} else {
-		l.enqueue(w)
-		l.dispatch(now) // set w's timer if w is the head and waits for a token
+	l.enqueue(w, front)
+	if !front || l.inFlight() == 0 {
+		l.dispatch(now) // and set w's timer if w is the head and waits for a token
 	}
 	l.mu.Unlock()
 
@@ -313,29 +298,25 @@ func (l *Limiter) acquireSlow(ctx context.Context, front bool) (Permit, error) {
 	return Permit{}, ctx.Err()
 }
 
-// enqueue appends w to the queue. l.mu is held.
-func (l *Limiter) enqueue(w *queued) {
-	w.prev = l.tail
-	if l.tail != nil {
-		l.tail.next = w
-	} else {
+// enqueue puts w at the back of the queue, or at its front. l.mu is held.
+func (l *Limiter) enqueue(w *queued, front bool) {
+	if front {
+		w.next = l.head
+		if l.head != nil {
+			l.head.prev = w
+		} else {
+			l.tail = w
+		}
 		l.head = w
-	}
-	l.tail = w
-	l.waiters++
-	l.waiting.Store(int32(l.waiters))
-	l.fast.Store(0)
-}
-
-// push puts w at the front of the queue. l.mu is held.
-func (l *Limiter) push(w *queued) {
-	w.next = l.head
-	if l.head != nil {
-		l.head.prev = w
 	} else {
+		w.prev = l.tail
+		if l.tail != nil {
+			l.tail.next = w
+		} else {
+			l.head = w
+		}
 		l.tail = w
 	}
-	l.head = w
 	l.waiters++
 	l.waiting.Store(int32(l.waiters))
 	l.fast.Store(0)

@@ -136,7 +136,7 @@ func (s *shared) admit(ctx context.Context, t *ticket) (refusal error) {
 		var err error
 		if t.front {
 			t.front = false
-			t.permit, err = s.limiter.acquireAfterBackpressure(ctx)
+			t.permit, err = s.limiter.acquireSlow(ctx, true)
 		} else {
 			t.permit, err = s.limiter.Acquire(ctx)
 		}

@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -796,19 +797,11 @@ type entry struct {
 
 // find returns the entry of the record at offset, or nil.
 func (pt *partition) find(offset int64) *entry {
-	lo, hi := 0, len(pt.queue)
-	for lo < hi {
-		mid := (lo + hi) / 2
-		switch o := pt.queue[mid].offset; {
-		case o == offset:
-			return &pt.queue[mid]
-		case o < offset:
-			lo = mid + 1
-		default:
-			hi = mid
-		}
+	i, ok := slices.BinarySearchFunc(pt.queue, offset, func(e entry, o int64) int { return cmp.Compare(e.offset, o) })
+	if !ok {
+		return nil
 	}
-	return nil
+	return &pt.queue[i]
 }
 
 // inFeed reports whether any of the partition's records is in the feed's
