@@ -19,7 +19,8 @@ import (
 //     limitCut × the count then in flight, or a rise in latency that
 //     lasts two baseline round trips (a shorter one holds it).
 //   - Rate: off until the first backpressure, which turns it on at 0.9 ×
-//     the admitted rate. Each later backpressure for an attempt sent since
+//     the admitted rate (half the rate attempts were sent at, if none was
+//     admitted yet). Each later backpressure for an attempt sent since
 //     the last cut (so at most one cut per round trip) cuts it by rateCut,
 //     more while the share of backpressure is high; each success granted
 //     while the rate binds raises it by rateGrow × accel, plus rateProbe ×
@@ -38,7 +39,12 @@ import (
 //     stick low after the server's latency really changed.
 //   - Wall: a share of backpressure that steps up at some count in flight
 //     (see wall) caps the in-flight limit half an attempt below it, and
-//     backpressure at or above the wall does not cut the rate.
+//     backpressure at or above the wall does not cut the rate. Only
+//     attempts that did not wait for the rate limit's token count as
+//     evidence: paced attempts sent close together meet a rate limiter's backpressure more
+//     often than one sent alone, which looks like a wall at 2 or 3, and a
+//     limiter held under such a wall stops answering that server's 429s
+//     with its rate.
 //   - Climb: while latency holds growth, trials of a step of 25 % (see
 //     climb) let the delivered rate overrule it: a step that raises the
 //     throughput is kept, and the latency rule does not shrink the limit
@@ -108,6 +114,7 @@ type sample struct {
 	sent      time.Duration // when it was granted; -1 if it was not timed
 	atLimit   bool          // the in-flight limit was reached when it was granted
 	rateBound bool          // the rate limit bound when it was granted
+	paced     bool          // it waited for the rate limit's token
 }
 
 func newControl(cfg LimiterConfig) control {
@@ -213,7 +220,9 @@ func (c *control) onSuccess(s sample, now time.Duration) {
 		}
 		c.limit = min(max(c.limit, minLimit), c.maxLimit)
 	}
-	c.wall.record(s.n, false, now)
+	if !s.paced {
+		c.wall.record(s.n, false, now)
+	}
 	if c.wallCheck--; c.wallCheck <= 0 {
 		c.wallCheck = 64
 		c.wallAt = c.wall.at(c.share, now)
@@ -242,7 +251,9 @@ func (c *control) onBackpressure(s sample, now time.Duration) {
 		c.slowStart = false
 		c.limit = max(minLimit, min(c.limit, float64(s.n))*limitCut)
 	}
-	c.wall.record(s.n, true, now)
+	if !s.paced {
+		c.wall.record(s.n, true, now)
+	}
 	c.wallAt = c.wall.at(c.share, now)
 	c.capAtWall()
 	b := &c.bucket
@@ -250,6 +261,12 @@ func (c *control) onBackpressure(s sample, now time.Duration) {
 		r := 0.9 * c.admitted.rate(now)
 		if r == 0 && c.latency.srtt > 0 {
 			r = perSecond(float64(s.n) / (c.latency.srtt / 1e9) / 2) // srtt in nanoseconds
+		}
+		if r == 0 && s.sent >= 0 && now > s.sent {
+			// Nothing admitted yet (the first answers were backpressure):
+			// half the rate at which this attempt's peers were sent, not
+			// the floor, which a limiter would take minutes to climb from.
+			r = perSecond(float64(s.n) / seconds(now-s.sent) / 2)
 		}
 		b.start(max(c.minRate, r), now)
 		c.lastRateCut = now

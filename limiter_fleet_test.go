@@ -2,7 +2,10 @@ package retries_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -59,31 +62,86 @@ func jain(xs []float64) float64 {
 	return sum * sum / (float64(len(xs)) * sq)
 }
 
+// fleetShares runs one fleet of n limiters with 16 workers each against a
+// server that admits rate requests a second, and returns each limiter's
+// successes per second over the last seconds-from seconds, and their share
+// of backpressure then.
+func fleetShares(rate float64, n, seconds, from int) (per []float64, throttled float64) {
+	srv := &countingServer{rateServer: newRateServer(rate, 20, 5*time.Millisecond), from: time.Now().Add(time.Duration(from) * time.Second)}
+	ok := fleet(srv, n, 16, seconds)
+	per = make([]float64, n)
+	total := 0.0
+	for i := range n {
+		for s := from; s < seconds; s++ {
+			per[i] += float64(ok[i][s])
+		}
+		total += per[i]
+		per[i] /= float64(seconds - from)
+	}
+	return per, float64(srv.throttled.Load()) / (total + float64(srv.throttled.Load()))
+}
+
+// countingServer is a rateServer that counts the backpressure it answers
+// after from.
+type countingServer struct {
+	*rateServer
+	from      time.Time
+	throttled atomic.Int64
+}
+
+func (s *countingServer) call() retries.Signal {
+	sig := s.rateServer.call()
+	if sig == retries.SignalBackpressure && time.Now().After(s.from) {
+		s.throttled.Add(1)
+	}
+	return sig
+}
+
 // TestLimiterFleet: 8 limiters that know nothing of each other, 16 workers
-// each, share a server that admits 1000 requests a second. Together they
-// keep it busy: each reacts to the server's own backpressure, which all of
-// them see. Their shares are logged, not asserted: Jain's index over them
-// is 0.4 to 0.9 from run to run, since the limiter whose rate limit
-// turns on first keeps the larger share (see docs/limiter.md, "Many feeders").
+// each, share a server that admits 200, 1000 or 2000 requests a second.
+// Together they keep it busy, and they share it: the median of Jain's index
+// over their throughputs, over several fleets, is at least 0.9 at 1000/s and
+// 0.8 at 200/s and 2000/s (before the limiter's rate started from what was
+// sent when its first answers were backpressure, and took no wall from the
+// bursts of paced attempts, it was 0.37 to 0.70 at 1000/s; see
+// docs/limiter.md, "Many feeders").
 func TestLimiterFleet(t *testing.T) {
 	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		const n, seconds, from = 8, 40, 10
-		srv := newRateServer(1000, 20, 5*time.Millisecond)
-		ok := fleet(srv, n, 16, seconds)
-		per := make([]float64, n)
-		total := 0.0
-		for i := range n {
-			for s := from; s < seconds; s++ {
-				per[i] += float64(ok[i][s])
+	for _, tc := range []struct {
+		rate   float64
+		fleets int
+		jain   float64 // the median, at least
+	}{
+		{200, 3, 0.8},
+		{1000, 5, 0.9},
+		{2000, 3, 0.8},
+	} {
+		t.Run(fmt.Sprint(tc.rate), func(t *testing.T) {
+			t.Parallel()
+			var js []float64
+			for range tc.fleets {
+				synctest.Test(t, func(t *testing.T) {
+					const n, seconds, from = 8, 30, 10
+					per, throttled := fleetShares(tc.rate, n, seconds, from)
+					total := 0.0
+					for _, x := range per {
+						total += x
+					}
+					j := jain(per)
+					js = append(js, j)
+					t.Logf("per limiter %.0f /s, together %.0f /s, backpressure %.1f%%, Jain %.4f", per, total, 100*throttled, j)
+					if total < 0.95*tc.rate {
+						t.Errorf("together %.0f successes a second, want at least %.0f", total, 0.95*tc.rate)
+					}
+					if throttled > 0.1 {
+						t.Errorf("backpressure %.1f%% of attempts, want at most 10%%", 100*throttled)
+					}
+				})
 			}
-			per[i] /= seconds - from
-			total += per[i]
-		}
-		j := jain(per)
-		t.Logf("per limiter %.0f /s, together %.0f /s, Jain %.4f", per, total, j)
-		if total < 950 {
-			t.Errorf("together %.0f successes a second, want at least 950 of 1000", total)
-		}
-	})
+			slices.Sort(js)
+			if m := js[len(js)/2]; m < tc.jain {
+				t.Errorf("Jain's index %.4f, median %.4f; want a median of at least %.2f", js, m, tc.jain)
+			}
+		})
+	}
 }

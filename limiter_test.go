@@ -518,3 +518,21 @@ func TestLimiterFollowsStepUp(t *testing.T) {
 		}
 	})
 }
+
+// TestLimiterFirstAnswersBackpressure: a limiter whose first answers are all
+// backpressure (its peers hold the server's whole rate when it starts)
+// starts its rate limit from the rate it was sending at, not from the floor
+// of one attempt a second, which it would take minutes to climb from.
+func TestLimiterFirstAnswersBackpressure(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		l := retries.NewLimiter(retries.LimiterConfig{})
+		s := newRateServer(1000, 20, 5*time.Millisecond)
+		s.tokens = 0 // nothing left of the burst
+		r := drive(t, l, s, 16, 5, nil)
+		if got, _ := r.share(2, 5); got < 0.9*1000 {
+			r.log(t)
+			t.Errorf("seconds 2 to 5: %.0f/s, want ≥ %.0f", got, 0.9*1000)
+		}
+	})
+}
