@@ -156,12 +156,11 @@ const (
 	permitFast      uint8 = 1 << iota // granted without the lock
 	permitAtLimit                     // the in-flight limit was reached when granted
 	permitRateBound                   // the rate limit bound when granted
-	permitPaced                       // granted on the rate limit's timer: it waited for a token
 )
 
 // sample is what p tells the control law about its attempt.
 func (p Permit) sample() sample {
-	return sample{n: p.n, sent: time.Duration(p.start - 1), atLimit: p.flags&permitAtLimit != 0, rateBound: p.flags&permitRateBound != 0, paced: p.flags&permitPaced != 0}
+	return sample{n: p.n, sent: time.Duration(p.start - 1), atLimit: p.flags&permitAtLimit != 0, rateBound: p.flags&permitRateBound != 0}
 }
 
 // queued is a call waiting in Acquire.
@@ -365,9 +364,6 @@ func (l *Limiter) grant(now time.Duration, paced bool) Permit {
 	}
 	if l.ctl.bucket.take() || paced {
 		p.flags |= permitRateBound
-	}
-	if paced {
-		p.flags |= permitPaced
 	}
 	return p
 }

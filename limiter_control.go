@@ -39,12 +39,7 @@ import (
 //     stick low after the server's latency really changed.
 //   - Wall: a share of backpressure that steps up at some count in flight
 //     (see wall) caps the in-flight limit half an attempt below it, and
-//     backpressure at or above the wall does not cut the rate. Only
-//     attempts that did not wait for the rate limit's token count as
-//     evidence: paced attempts sent close together meet a rate limiter's backpressure more
-//     often than one sent alone, which looks like a wall at 2 or 3, and a
-//     limiter held under such a wall stops answering that server's 429s
-//     with its rate.
+//     backpressure at or above the wall does not cut the rate.
 //   - Climb: while latency holds growth, trials of a step of 25 % (see
 //     climb) let the delivered rate overrule it: a step that raises the
 //     throughput is kept, and the latency rule does not shrink the limit
@@ -114,7 +109,6 @@ type sample struct {
 	sent      time.Duration // when it was granted; -1 if it was not timed
 	atLimit   bool          // the in-flight limit was reached when it was granted
 	rateBound bool          // the rate limit bound when it was granted
-	paced     bool          // it waited for the rate limit's token
 }
 
 func newControl(cfg LimiterConfig) control {
@@ -220,9 +214,7 @@ func (c *control) onSuccess(s sample, now time.Duration) {
 		}
 		c.limit = min(max(c.limit, minLimit), c.maxLimit)
 	}
-	if !s.paced {
-		c.wall.record(s.n, false, now)
-	}
+	c.wall.record(s.n, false, now)
 	if c.wallCheck--; c.wallCheck <= 0 {
 		c.wallCheck = 64
 		c.wallAt = c.wall.at(c.share, now)
@@ -251,9 +243,7 @@ func (c *control) onBackpressure(s sample, now time.Duration) {
 		c.slowStart = false
 		c.limit = max(minLimit, min(c.limit, float64(s.n))*limitCut)
 	}
-	if !s.paced {
-		c.wall.record(s.n, true, now)
-	}
+	c.wall.record(s.n, true, now)
 	c.wallAt = c.wall.at(c.share, now)
 	c.capAtWall()
 	b := &c.bucket

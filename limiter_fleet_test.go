@@ -101,10 +101,10 @@ func (s *countingServer) call() retries.Signal {
 // each, share a server that admits 200, 1000 or 2000 requests a second.
 // Together they keep it busy, and they share it: the median of Jain's index
 // over their throughputs, over several fleets, is at least 0.9 at 1000/s and
-// 0.8 at 200/s and 2000/s (before the limiter's rate started from what was
-// sent when its first answers were backpressure, and took no wall from the
-// bursts of paced attempts, it was 0.37 to 0.70 at 1000/s; see
-// docs/limiter.md, "Many feeders").
+// 0.8 at 200/s and 2000/s. Before a limiter whose first answers were
+// backpressure started its rate from what it was sending, rather than from
+// the floor, it was 0.37 to 0.70 at 1000/s (see docs/limiter.md, "Many
+// feeders").
 func TestLimiterFleet(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

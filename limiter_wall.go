@@ -12,8 +12,7 @@ import (
 // with a time constant of wallMemory. A wall is the lowest n whose share of
 // backpressure is high (at least wallShare, and wallContrast × the overall
 // share) on enough attempts; a rate limiter, which pushes back whatever the
-// count in flight, shows no such step, provided the attempts recorded were
-// not paced by the Limiter's own rate limit (control records only those).
+// count in flight, shows no such step.
 //
 // Once the evidence decays below wallMinWeight (the limit then keeps the
 // count in flight under the wall, so no new evidence comes), the limit may

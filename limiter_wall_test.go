@@ -1,9 +1,6 @@
 package retries
 
-import (
-	"testing"
-	"time"
-)
+import "testing"
 
 // TestWall checks the concurrency wall estimator: a share of backpressure
 // that steps up at some count in flight is a wall; backpressure spread
@@ -43,38 +40,5 @@ func TestWall(t *testing.T) {
 				t.Errorf("wall.at() after %v = %d, want 0", 4*wallMemory, got)
 			}
 		})
-	}
-}
-
-// TestWallIgnoresPacedAttempts: attempts that the rate limit paced say
-// nothing of a wall. Against a rate limiter the second attempt of a pair
-// sent close together meets backpressure far more often than one sent
-// alone, which looks like a wall at 2; the control law takes that evidence
-// only from attempts that were not paced.
-func TestWallIgnoresPacedAttempts(t *testing.T) {
-	t.Parallel()
-	for _, paced := range []bool{true, false} {
-		c := newControl(LimiterConfig{MaxInFlight: 256, MinRate: 1})
-		c.slowStart = false
-		c.bucket.start(1000, 0)
-		now := time.Duration(0)
-		for i := range 3000 {
-			now += time.Millisecond
-			n, sig := uint32(1), SignalSuccess
-			if i%4 == 3 {
-				n = 2
-				if i%12 == 3 {
-					sig = SignalBackpressure // a third of the attempts sent at 2
-				}
-			}
-			c.learn(sample{n: n, sent: now - time.Millisecond, rateBound: paced, paced: paced}, sig, now)
-		}
-		want := 2
-		if paced {
-			want = 0
-		}
-		if c.wallAt != want {
-			t.Errorf("paced %v: wall at %d, want %d", paced, c.wallAt, want)
-		}
 	}
 }
