@@ -249,14 +249,19 @@ func (c *control) onBackpressure(s sample, now time.Duration) {
 	b := &c.bucket
 	if b.rate == 0 {
 		r := 0.9 * c.admitted.rate(now)
-		if r == 0 && c.latency.srtt > 0 {
-			r = perSecond(float64(s.n) / (c.latency.srtt / 1e9) / 2) // srtt in nanoseconds
-		}
-		if r == 0 && s.sent >= 0 && now > s.sent {
+		if r == 0 {
 			// Nothing admitted yet (the first answers were backpressure):
-			// half the rate at which this attempt's peers were sent, not
-			// the floor, which a limiter would take minutes to climb from.
-			r = perSecond(float64(s.n) / seconds(now-s.sent) / 2)
+			// half the rate at which this attempt's peers were sent, over
+			// the smoothed round trip or, with none, this attempt's, and
+			// not the floor, which a limiter would take minutes to climb
+			// from.
+			rtt := time.Duration(c.latency.srtt)
+			if rtt == 0 && s.sent >= 0 {
+				rtt = now - s.sent
+			}
+			if rtt > 0 {
+				r = perSecond(float64(s.n) / seconds(rtt) / 2)
+			}
 		}
 		b.start(max(c.minRate, r), now)
 		c.lastRateCut = now
