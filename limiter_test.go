@@ -437,6 +437,31 @@ func TestLimiterHoldsOnLatency(t *testing.T) {
 	})
 }
 
+// TestLimiterHoldsOnShortLatency: against a server that answers in about
+// a millisecond, with 4 slots and an endless queue, latency still holds
+// the limiter: it shrinks past twice the baseline plus 2 ms (4.4 ms, a
+// queue of about 13), and the trials' steps add a few. 128 workers alone
+// would queue 124.
+func TestLimiterHoldsOnShortLatency(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		l := retries.NewLimiter(retries.LimiterConfig{})
+		r := drive(t, l, &slotServer{k: 4, queue: 1000, service: time.Millisecond, net: 200 * time.Microsecond}, 128, 20, nil)
+		perSecond, _ := r.share(5, 20)
+		var inFlight []int
+		for _, s := range r.stats[5:] {
+			inFlight = append(inFlight, s.InFlight)
+		}
+		slices.Sort(inFlight)
+		median, most := inFlight[len(inFlight)/2], inFlight[len(inFlight)-1]
+		if perSecond < 0.97*4000 || median > 26 || most > 32 {
+			r.log(t)
+			t.Errorf("after 5 s: %.0f/s, %d in flight (median of seconds), up to %d; want ≥ 3880/s, ≤ 26 and ≤ 32",
+				perSecond, median, most)
+		}
+	})
+}
+
 // TestLimiterRetryAfter: a server that answers 429 with Retry-After: 2
 // from 1 s to 7 s is sent almost nothing in that time by 16 goroutines
 // sharing a limiter: after the attempts in flight when it began, one probe
