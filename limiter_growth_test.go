@@ -2,7 +2,6 @@ package retries_test
 
 import (
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -63,15 +62,10 @@ func TestLimiterGrowsWithThroughput(t *testing.T) {
 		l := retries.NewLimiter(retries.LimiterConfig{})
 		r := drive(t, l, srv, 128, 20, nil)
 		perSecond, _ := r.share(5, 20)
-		var inFlight []int
-		for _, s := range r.stats[5:] {
-			inFlight = append(inFlight, s.InFlight)
-		}
-		slices.Sort(inFlight)
-		median := inFlight[len(inFlight)/2]
+		median, most := r.inFlight(5)
 		best := srv.capacity()
 		t.Logf("after 5 s: %.0f/s (%.3f of the best %.0f/s), %d in flight (median of seconds), up to %d",
-			perSecond, perSecond/best, best, median, inFlight[len(inFlight)-1])
+			perSecond, perSecond/best, best, median, most)
 		// A trial kept by chance may lift the count past 64 for a while;
 		// a step down brings it back.
 		if perSecond < 0.9*best || median > 100 {

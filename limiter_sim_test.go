@@ -3,6 +3,7 @@ package retries_test
 import (
 	"context"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -134,6 +135,17 @@ type load struct {
 	ok, throttled []int                  // by second of the run
 	maxWait       time.Duration          // the longest Acquire
 	stats         []retries.LimiterStats // a snapshot at the end of each second
+}
+
+// inFlight returns the median and the largest of the counts in flight at
+// the ends of seconds from on.
+func (r *load) inFlight(from int) (median, most int) {
+	var n []int
+	for _, s := range r.stats[from:] {
+		n = append(n, s.InFlight)
+	}
+	slices.Sort(n)
+	return n[len(n)/2], n[len(n)-1]
 }
 
 // share returns the successes per second and the share of backpressure

@@ -416,50 +416,39 @@ func TestNewLimiterPanics(t *testing.T) {
 // throughput at capacity; a trial of a step 25 % higher (see climb) may
 // lift the count in flight now and then, and must be undone, since the
 // step delivers nothing more.
+//
+// A server that answers in about a millisecond, with 4 slots and an
+// endless queue, holds the limiter too: it shrinks past twice the
+// baseline plus 2 ms (4.4 ms, a queue of about 13), and the trials' steps
+// add a few. 128 workers alone would queue 124.
 func TestLimiterHoldsOnLatency(t *testing.T) {
 	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		l := retries.NewLimiter(retries.LimiterConfig{})
-		r := drive(t, l, &slotServer{k: 12, queue: 1000, service: 8 * time.Millisecond, net: time.Millisecond}, 64, 20, nil)
-		perSecond, _ := r.share(5, 20)
-		var inFlight []int
-		for _, s := range r.stats[5:] {
-			inFlight = append(inFlight, s.InFlight)
-		}
-		slices.Sort(inFlight)
-		median, most := inFlight[len(inFlight)/2], inFlight[len(inFlight)-1]
-		// 12 in service, 12 × 1 ms / 8 ms on the network, and a short queue
-		if perSecond < 0.97*1500 || median > 40 || most > 50 {
-			r.log(t)
-			t.Errorf("after 5 s: %.0f/s, %d in flight (median of seconds), up to %d; want ≥ 1455/s, ≤ 40 and ≤ 50 (64 workers would queue 50)",
-				perSecond, median, most)
-		}
-	})
-}
-
-// TestLimiterHoldsOnShortLatency: against a server that answers in about
-// a millisecond, with 4 slots and an endless queue, latency still holds
-// the limiter: it shrinks past twice the baseline plus 2 ms (4.4 ms, a
-// queue of about 13), and the trials' steps add a few. 128 workers alone
-// would queue 124.
-func TestLimiterHoldsOnShortLatency(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		l := retries.NewLimiter(retries.LimiterConfig{})
-		r := drive(t, l, &slotServer{k: 4, queue: 1000, service: time.Millisecond, net: 200 * time.Microsecond}, 128, 20, nil)
-		perSecond, _ := r.share(5, 20)
-		var inFlight []int
-		for _, s := range r.stats[5:] {
-			inFlight = append(inFlight, s.InFlight)
-		}
-		slices.Sort(inFlight)
-		median, most := inFlight[len(inFlight)/2], inFlight[len(inFlight)-1]
-		if perSecond < 0.97*4000 || median > 26 || most > 32 {
-			r.log(t)
-			t.Errorf("after 5 s: %.0f/s, %d in flight (median of seconds), up to %d; want ≥ 3880/s, ≤ 26 and ≤ 32",
-				perSecond, median, most)
-		}
-	})
+	for _, tc := range []struct {
+		name         string
+		srv          *slotServer
+		workers      int
+		capacity     float64 // per second
+		median, most int     // the counts in flight allowed
+	}{
+		// 12 in service, 12 × 1 ms / 8 ms on the network, and a short
+		// queue; 64 workers would queue 50.
+		{"8ms", &slotServer{k: 12, queue: 1000, service: 8 * time.Millisecond, net: time.Millisecond}, 64, 1500, 40, 50},
+		{"1ms", &slotServer{k: 4, queue: 1000, service: time.Millisecond, net: 200 * time.Microsecond}, 128, 4000, 26, 32},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l := retries.NewLimiter(retries.LimiterConfig{})
+				r := drive(t, l, tc.srv, tc.workers, 20, nil)
+				perSecond, _ := r.share(5, 20)
+				median, most := r.inFlight(5)
+				if perSecond < 0.97*tc.capacity || median > tc.median || most > tc.most {
+					r.log(t)
+					t.Errorf("after 5 s: %.0f/s, %d in flight (median of seconds), up to %d; want ≥ %.0f/s, ≤ %d and ≤ %d",
+						perSecond, median, most, 0.97*tc.capacity, tc.median, tc.most)
+				}
+			})
+		})
+	}
 }
 
 // TestLimiterRetryAfter: a server that answers 429 with Retry-After: 2
