@@ -138,10 +138,8 @@ func Run(ctx, force context.Context, cfg Config) (Report, error) {
 	case cfg.FailedTopic == cfg.Topic:
 		return Report{}, errors.New("kafka: FailedTopic must not be Topic")
 	}
-	m := &member{cfg: cfg, parts: map[int32]*partition{}, raised: make(chan struct{}), items: make(chan item, 64),
-		ready: make(chan struct{}, 1)}
-	m.cond = sync.NewCond(&m.mu)
-	m.log = cmp.Or[io.Writer](cfg.Log, cfg.Feed.Log, io.Discard)
+	m := newMember(cfg)
+	m.commitOffsets = m.commitSync
 	fc := cfg.Feed
 	fc.Failed, fc.Unknown, fc.Unread, fc.Resumable, fc.BeforeUnsafe = nil, nil, nil, true, m.beforeUnsafe
 	if fc.Log == nil {
@@ -218,6 +216,15 @@ func (m *member) lag() int64 {
 	return n
 }
 
+// newMember returns the member of cfg, with no client yet.
+func newMember(cfg Config) *member {
+	m := &member{cfg: cfg, parts: map[int32]*partition{}, raised: make(chan struct{}), items: make(chan item, 64),
+		ready: make(chan struct{}, 1), committing: make(chan struct{}, 1)}
+	m.cond = sync.NewCond(&m.mu)
+	m.log = cmp.Or[io.Writer](cfg.Log, cfg.Feed.Log, io.Discard)
+	return m
+}
+
 // member is one member of the group.
 type member struct {
 	cfg Config
@@ -234,7 +241,15 @@ type member struct {
 	ready chan struct{} // a fetch added pending records
 
 	failedMu sync.Mutex // the Failed writer's
-	pauseMu  sync.Mutex // held while fetching is paused or resumed: see setPaused
+	// committing is held from a commit's plan until it has landed, so that
+	// commits land in the order of their plans: a periodic commit planned
+	// before a revoke and landing after the revoke's would pass on a
+	// reservation the member no longer keeps.
+	committing chan struct{}
+	// commitOffsets commits offsets, with meta as each partition's
+	// metadata, and returns the partitions refused.
+	commitOffsets func(ctx context.Context, offsets map[int32]kgo.EpochOffset, meta map[int32]string) (failed map[int32]error, err error)
+	pauseMu       sync.Mutex // held while fetching is paused or resumed: see setPaused
 
 	fed, dead, commits atomic.Int64
 }
@@ -559,7 +574,7 @@ func (m *member) fetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetc
 		if pt == nil {
 			return
 		}
-		pt.committed = offset
+		pt.committed, pt.known = offset, true
 		pt.next = max(offset, 0)
 		pt.fed = pt.next
 		if meta != nil && strings.HasPrefix(*meta, reservedKey) {
@@ -672,11 +687,17 @@ func (m *member) commit(ctx context.Context, only map[int32]bool, final bool) {
 		reserve   int64
 		newOffset bool
 	}
+	select {
+	case m.committing <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-m.committing }()
 	var plans []plan
 	m.mu.Lock()
 	for p, pt := range m.parts {
-		if only != nil && !only[p] {
-			continue
+		if (only != nil && !only[p]) || !pt.known {
+			continue // not this commit's, or its committed offset is not fetched yet
 		}
 		pt.compact()
 		wm := pt.next
@@ -719,36 +740,7 @@ func (m *member) commit(ctx context.Context, only map[int32]bool, final bool) {
 		offsets[pl.pt.id] = kgo.EpochOffset{Epoch: -1, Offset: pl.offset}
 		meta[pl.pt.id] = reservedKey + strconv.FormatInt(pl.reserve, 10)
 	}
-	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
-		for i := range req.Topics {
-			for j := range req.Topics[i].Partitions {
-				p := &req.Topics[i].Partitions[j]
-				if s, ok := meta[p.Partition]; ok {
-					p.Metadata = &s
-				}
-			}
-		}
-		return nil
-	})
-	var failed map[int32]error
-	var cerr error
-	m.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{m.cfg.Topic: offsets},
-		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			cerr = err
-			if resp == nil {
-				return
-			}
-			for _, t := range resp.Topics {
-				for _, p := range t.Partitions {
-					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-						if failed == nil {
-							failed = map[int32]error{}
-						}
-						failed[p.Partition] = err
-					}
-				}
-			}
-		})
+	failed, cerr := m.commitOffsets(ctx, offsets, meta)
 	if cerr != nil {
 		fmt.Fprintf(m.log, "retries-kafka: committing: %v\n", cerr)
 		return
@@ -769,6 +761,39 @@ func (m *member) commit(ctx context.Context, only map[int32]bool, final bool) {
 	m.wake()
 }
 
+// commitSync is commitOffsets through the member's client.
+func (m *member) commitSync(ctx context.Context, offsets map[int32]kgo.EpochOffset, meta map[int32]string) (failed map[int32]error, cerr error) {
+	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		for i := range req.Topics {
+			for j := range req.Topics[i].Partitions {
+				p := &req.Topics[i].Partitions[j]
+				if s, ok := meta[p.Partition]; ok {
+					p.Metadata = &s
+				}
+			}
+		}
+		return nil
+	})
+	m.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{m.cfg.Topic: offsets},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			cerr = err
+			if resp == nil {
+				return
+			}
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+						if failed == nil {
+							failed = map[int32]error{}
+						}
+						failed[p.Partition] = err
+					}
+				}
+			}
+		})
+	return failed, cerr
+}
+
 // partition is the state of one partition assigned.
 type partition struct {
 	id        int32
@@ -777,6 +802,7 @@ type partition struct {
 	fed       int64   // the offset after the last record handed to the feed
 	fedSince  int64   // records handed to the feed since the last commit
 	committed int64   // the offset last committed (or fetched); -1: none
+	known     bool    // committed is fetched: until then nothing is committed (a commit would move the group back to 0)
 	// reserved is the offset below which an operation not safe to repeat
 	// may go out: the group's committed metadata says so. prevReserved is
 	// what the last owner had reserved: one not done below it may have
