@@ -3,6 +3,7 @@ package retries_test
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -23,6 +24,8 @@ type server interface {
 // rateServer admits rate requests a second (a token bucket of burst
 // tokens, as nginx's limit_req) and answers backpressure beyond that. An
 // admitted request takes latency; backpressure comes back after latency/4.
+// With jitter set, each answer's time is drawn from ± jitter of that, by
+// rng.
 type rateServer struct {
 	mu      sync.Mutex
 	rate    float64
@@ -30,6 +33,8 @@ type rateServer struct {
 	tokens  float64
 	at      time.Time
 	latency time.Duration
+	jitter  float64
+	rng     *rand.Rand
 }
 
 func newRateServer(rate float64, burst float64, latency time.Duration) *rateServer {
@@ -51,12 +56,16 @@ func (s *rateServer) call() retries.Signal {
 	if ok {
 		s.tokens--
 	}
+	d := s.latency
+	if s.jitter > 0 {
+		d = time.Duration(float64(d) * (1 - s.jitter + 2*s.jitter*s.rng.Float64()))
+	}
 	s.mu.Unlock()
 	if !ok {
-		time.Sleep(s.latency / 4)
+		time.Sleep(d / 4)
 		return retries.SignalBackpressure
 	}
-	time.Sleep(s.latency)
+	time.Sleep(d)
 	return retries.SignalSuccess
 }
 
