@@ -139,6 +139,36 @@ func newVespa(t *testing.T, want int) *vespa {
 	return v
 }
 
+// testWait bounds each of a test's waits for the members, so that a member
+// that stops feeding fails the test with what was missing, rather than
+// hanging it until the binary's timeout.
+const testWait = time.Minute
+
+// await returns what ch yields (or its zero value once it is closed), or
+// fails t after testWait with what() says is missing.
+func await[T any](t *testing.T, ch <-chan T, what func() string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(testWait):
+		t.Fatalf("nothing after %v: %s", testWait, what())
+		panic("unreachable")
+	}
+}
+
+// missing says how many documents are answered, of those awaited.
+func (v *vespa) missing() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return fmt.Sprintf("%d documents of %d answered", len(v.answered), v.want)
+}
+
+// lettersMissing says how many dead letters have come, of want.
+func lettersMissing(got func() int, want int) func() string {
+	return func() string { return fmt.Sprintf("%d dead letters of %d", got(), want) }
+}
+
 func (v *vespa) counts() map[string]int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -316,14 +346,14 @@ func TestMemberCommitsOnlyWhatIsDone(t *testing.T) {
 	stop := startMember(t, addrs, v, "g1")
 	got := map[string][]string{}
 	for range len(recs) - good { // every dead letter, while the put is held
-		l := <-letters
+		l := await(t, letters, lettersMissing(func() int { return len(got) }, len(recs)-good))
 		got[l[0]] = append(got[l[0]], l[1])
 	}
 	mu.Lock()
 	released = true
 	mu.Unlock()
 	close(v.release)
-	<-v.all
+	await(t, v.all, v.missing)
 	res := stop()
 	commits, ends := committed(t, addrs, "g1")
 	checkFed(t, recs, v, got, commits, ends)
@@ -367,10 +397,10 @@ func TestSecondMemberJoins(t *testing.T) {
 	}
 	got := map[string][]string{}
 	for len(got) < len(recs)-good {
-		l := <-letters
+		l := await(t, letters, lettersMissing(func() int { return len(got) }, len(recs)-good))
 		got[l[0]] = append(got[l[0]], l[1])
 	}
-	<-v.all
+	await(t, v.all, v.missing)
 	a, b := stopA(), stopB()
 	// A record done by the first member past one it had not finished is
 	// done again by the second: at least once, so dead letters may repeat.
@@ -477,7 +507,7 @@ func TestOutagePausesMember(t *testing.T) {
 	duringOutage := len(letters) - lettersAtPause
 	all := []([2]string){}
 	for range duringOutage { // a record that failed while the feed was paused must not be a put or an increment
-		l := <-letters
+		l := await(t, letters, lettersMissing(func() int { return len(all) }, duringOutage))
 		if !strings.HasPrefix(l[0], "bad-") && !strings.HasPrefix(l[0], "m") {
 			t.Errorf("%s dead-lettered while the feed was paused: %s", l[0], l[1])
 		}
@@ -497,10 +527,10 @@ func TestOutagePausesMember(t *testing.T) {
 		t.Fatalf("the group did not commit the topic's end a minute after the outage: %v", err)
 	}
 	cancel()
-	res := <-done
+	res := await(t, done, func() string { return "the member did not stop" })
 	n := int(deadCount(t, addrs))
 	for len(all) < n {
-		all = append(all, <-letters)
+		all = append(all, await(t, letters, lettersMissing(func() int { return len(all) }, n)))
 	}
 	got := map[string][]string{}
 	for _, l := range all {
@@ -556,7 +586,7 @@ func TestKcatProducer(t *testing.T) {
 	}
 	v := newVespa(t, n)
 	stop := startMember(t, addrs, v, "g4")
-	<-v.all
+	await(t, v.all, v.missing)
 	res := stop()
 	commits, ends := committed(t, addrs, "g4")
 	for p, end := range ends {
