@@ -21,8 +21,10 @@ import (
 //   - Rate: off until the first backpressure, which turns it on at 0.9 ×
 //     the admitted rate (half the rate attempts were sent at, if none was
 //     admitted yet). Each later backpressure for an attempt sent since
-//     the last cut (so at most one cut per round trip) cuts it by rateCut,
-//     more while the share of backpressure is high; each success granted
+//     the last cut (so at most one cut per round trip) first takes back
+//     rateTakeBack of its growth since the last cut, not below the
+//     admitted rate, and then cuts it by rateCut, more while the share of
+//     backpressure is high; each success granted
 //     while the rate binds raises it by rateGrow × accel, plus rateProbe ×
 //     (accel−1) per second, where accel = 1 + (time since the last
 //     congestion signal / accelTime)², up to 101, and accelTime is two
@@ -65,6 +67,7 @@ type control struct {
 	wallAt    int // the wall's in-flight count, 0 if none
 	wallCheck int // successes until the wall is looked at again
 
+	rateAtCut                       perSecond // the rate right after the last cut
 	lastCong, lastRateCut, lastGrow time.Duration
 	congSince                       time.Duration // latency has been high since; 0 if it is not
 	congGap                         time.Duration // smoothed gap between backpressures
@@ -82,6 +85,7 @@ const (
 	limitCut       = 0.9      // the in-flight limit on leaving slow start, × the count in flight
 	rateGrow       = 0.0004   // per success, while the rate binds
 	rateCut        = 0.02     // per backpressure
+	rateTakeBack   = 0.5      // of the growth since the last cut, at a cut
 	rateProbe      = 0.05     // extra growth per second, so a low rate recovers
 	rateBurst      = 5 * time.Millisecond
 	congestedRatio = 1.5              // smoothed latency over baseline: hold growth
@@ -234,6 +238,7 @@ func (c *control) onSuccess(s sample, now time.Duration) {
 }
 
 func (c *control) onBackpressure(s sample, now time.Duration) {
+	accel := c.accel(now) // how long the silence this ends was
 	c.congested(now)
 	if c.climb.active {
 		c.endClimb(now)
@@ -264,13 +269,24 @@ func (c *control) onBackpressure(s sample, now time.Duration) {
 			}
 		}
 		b.start(max(c.minRate, r), now)
+		c.rateAtCut = b.rate
 		c.lastRateCut = now
 		return
 	}
 	// An untimed attempt (sent -1) was sent before any cut.
 	if s.sent >= c.lastRateCut && (c.wallAt == 0 || int(s.n) < c.wallAt) {
 		cut := min(0.5, rateCut+0.3*c.share*c.share)
-		b.rate = max(c.minRate, b.rate*perSecond(1-cut))
+		// Take back part of the growth since the last cut first, but
+		// not below what the server admits, and less after a long
+		// silence (a step up in capacity): after a usual gap every
+		// limiter of a fleet has grown, and each 429 reaches only one
+		// of them.
+		base := b.rate
+		if c.rateAtCut > 0 && base > c.rateAtCut {
+			base = max(min(base, c.admitted.rate(now)), base-(base-c.rateAtCut)*perSecond(rateTakeBack/accel))
+		}
+		b.rate = max(c.minRate, base*perSecond(1-cut))
+		c.rateAtCut = b.rate
 		b.tokens = min(b.tokens, b.size())
 		c.lastRateCut = now
 	}

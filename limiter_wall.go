@@ -16,7 +16,10 @@ import (
 //
 // Once the evidence decays below wallMinWeight (the limit then keeps the
 // count in flight under the wall, so no new evidence comes), the limit may
-// grow past it again: the wall is probed about every wallMemory.
+// grow past it again: the wall is probed about every wallMemory. Each
+// count's evidence is capped at wallMaxWeight, so that a false wall (a
+// burst against a rate limiter in slow start) is let go within about
+// 1.4 × wallMemory however many attempts made it.
 type wall struct {
 	buckets [wallBuckets]wallBucket
 }
@@ -30,6 +33,7 @@ const (
 	wallBuckets   = 64
 	wallMemory    = 4 * time.Second
 	wallMinWeight = 12
+	wallMaxWeight = 4 * wallMinWeight
 	wallShare     = 0.1
 	wallContrast  = 3
 )
@@ -57,6 +61,10 @@ func (w *wall) record(n uint32, throttled bool, now time.Duration) {
 		b.throttled++
 	} else {
 		b.ok++
+	}
+	if sum := b.ok + b.throttled; sum > wallMaxWeight {
+		b.ok *= wallMaxWeight / sum
+		b.throttled *= wallMaxWeight / sum
 	}
 }
 
