@@ -22,9 +22,10 @@ import (
 //     the admitted rate (half the rate attempts were sent at, if none was
 //     admitted yet). Each later backpressure for an attempt sent since
 //     the last cut (so at most one cut per round trip) first takes back
-//     rateTakeBack of its growth since the last cut, not below the
-//     admitted rate, and then cuts it by rateCut, more while the share of
-//     backpressure is high; each success granted
+//     rateTakeBack/accel of its growth since the last cut (accel as
+//     below, at the backpressure: little after a long silence), not below
+//     the admitted rate, and then cuts it by rateCut, more while the share
+//     of backpressure is high; each success granted
 //     while the rate binds raises it by rateGrow × accel, plus rateProbe ×
 //     (accel−1) per second, where accel = 1 + (time since the last
 //     congestion signal / accelTime)², up to 101, and accelTime is two
