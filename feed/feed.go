@@ -620,7 +620,7 @@ func (c *Client) dispatchAll(ctx, sendCtx context.Context, items <-chan readItem
 			}
 			return res, true
 		}
-		c.read.Add(1)
+		it.op.seq = c.read.Add(1)
 		if slots.take(ctx, it.op) != nil {
 			c.mu.Lock()
 			c.unsent = append(c.unsent, it.op)
@@ -672,6 +672,10 @@ func (c *Client) settle(res *Report, elapsed time.Duration) {
 	c.mu.Lock()
 	res.unsent, res.lastErr = c.unsent, c.lastErr
 	c.mu.Unlock()
+	// In input order, so that the -failed file keeps each document's
+	// order: they were added as their goroutines ended, which a stop
+	// ends in any order.
+	slices.SortStableFunc(res.unsent, func(a, b *operation) int { return cmp.Compare(a.seq, b.seq) })
 	res.failed += int64(len(res.unsent))
 	for _, op := range res.unsent {
 		if c.cfg.Resumable {
@@ -771,6 +775,15 @@ func readOps(ops iter.Seq2[Operation, error], items chan<- readItem, stop <-chan
 // order and a retry never overtakes a later operation.
 func (c *Client) dispatch(ctx, sendCtx context.Context, op *operation, slots *window, wg *sync.WaitGroup) {
 	c.mu.Lock()
+	if ctx.Err() != nil {
+		// Stopping: not sent, as the operations before it on its
+		// document may not have been; held back, it would be written
+		// now, before them.
+		c.unsent = append(c.unsent, op)
+		c.mu.Unlock()
+		slots.give(op)
+		return
+	}
 	if c.failedIDs[op.id] {
 		c.holdBack(op)
 		c.mu.Unlock()

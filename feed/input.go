@@ -46,6 +46,7 @@ type operation struct {
 	condition string // as Operation has them
 	create    bool
 	tag       any
+	seq       int64 // its place among the operations a feed took, from 1
 }
 
 // ID returns the operation's document id, as the input has it.

@@ -409,3 +409,45 @@ func TestFeedInterruptDuringOutage(t *testing.T) {
 		t.Errorf("%d acknowledged and %d written (%d not sent), want 400 in all; stderr:\n%s", res.ok, lines, len(res.unsent), w)
 	}
 }
+
+// TestSettleWritesUnsentInInputOrder: the operations a stop left unsent
+// are written to the -failed file in input order, whatever order their
+// goroutines ended in, so that a document's put comes before its update.
+func TestSettleWritesUnsentInInputOrder(t *testing.T) {
+	t.Parallel()
+	var failed bytes.Buffer
+	cfg := testFeedConfig("http://127.0.0.1:1", nil)
+	cfg.Failed = &failed
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops []*operation
+	for i, text := range []string{`{"put":"id:ns:d::1","fields":{}}`, `{"update":"id:ns:d::1","fields":{"x":{"assign":1}}}`, `{"remove":"id:ns:d::1"}`} {
+		for op, err := range Read(strings.NewReader(text)) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, err := prepare(op)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.seq = int64(i + 1)
+			ops = append(ops, o)
+		}
+	}
+	c.unsent = []*operation{ops[1], ops[2], ops[0]} // as their goroutines ended
+	var res Report
+	c.settle(&res, 0)
+	var got []string
+	for _, op := range failedOps(t, failed.Bytes()) {
+		for _, k := range []string{"put", "update", "remove"} {
+			if _, ok := op[k]; ok {
+				got = append(got, k)
+			}
+		}
+	}
+	if want := []string{"put", "update", "remove"}; !slices.Equal(got, want) {
+		t.Errorf("the -failed file holds %v, want %v", got, want)
+	}
+}
