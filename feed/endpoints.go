@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,13 +83,21 @@ const probeEvery = time.Second
 // breaker is closed, or, once a second, one whose breaker is open, so that
 // it gets a probe; when every breaker is open, the one routed to longest
 // ago, so that the waiting operations spread and every endpoint is probed.
-func (c *Client) route() *endpoint {
+// The endpoints in skip (those that failed the operation, see detour) are
+// left out while another is left.
+func (c *Client) route(skip []*endpoint) *endpoint {
 	if len(c.endpoints) == 1 {
 		return c.endpoints[0]
+	}
+	if len(skip) >= len(c.endpoints) {
+		skip = nil
 	}
 	now := time.Now().UnixNano()
 	var best, stale *endpoint
 	for _, e := range c.endpoints {
+		if slices.Contains(skip, e) {
+			continue
+		}
 		if e.breaker.State() == retries.BreakerClosed {
 			if best == nil || e.ops.Load() < best.ops.Load() {
 				best = e
@@ -124,4 +133,41 @@ func (c *Client) endpointsJSON() any {
 		}
 	}
 	return out
+}
+
+// detour reports whether op, which failed on e with err (or, when err is
+// nil, a response with status), goes to another endpoint instead of being
+// reported, and if so marks e as one that failed it. An operation can use
+// up its attempts on an endpoint before that endpoint's breaker has seen
+// enough failures to open; with another endpoint whose breaker is closed
+// and that has not failed it yet, it goes there, when nothing it sent can
+// have been applied or it is safe to repeat, and its stay did not end by
+// its own context. That is when its attempts ended in a connection that
+// could not be made (nothing was sent, so even when the budget refused
+// the retry), or in an error or a 502, 503 or 504 that the retry rules
+// would have sent again (not when the budget refused it). An operation
+// makes at most one such stay on each endpoint. This also settles a race:
+// when the breaker opens on the last attempt, its move may not have ended
+// the stay before the retry loop gave up.
+func (c *Client) detour(ctx context.Context, e *endpoint, op *operation, st *opState, err error, status int) bool {
+	if !e.multi || ctx.Err() != nil || (!op.safe && st.maybeApplied.Load()) {
+		return false
+	}
+	switch {
+	case err != nil && isDialError(err):
+	case err != nil:
+		if errors.As(err, new(*refusedAfter)) || errors.As(err, new(*outageError)) || errors.As(err, new(*tlsStop)) || isTLSError(err) {
+			return false
+		}
+	case status == http.StatusBadGateway, status == http.StatusServiceUnavailable, status == http.StatusGatewayTimeout:
+	default:
+		return false
+	}
+	for _, o := range c.endpoints {
+		if o != e && !slices.Contains(st.failedOn, o) && o.breaker.State() == retries.BreakerClosed {
+			st.failedOn = append(st.failedOn, e)
+			return true
+		}
+	}
+	return false
 }

@@ -225,3 +225,66 @@ func TestFeedEndpointMovesOnlyUnsent(t *testing.T) {
 		}
 	}
 }
+
+// TestFeedEndpointFailsBeforeBreaker: an operation can use up its attempts
+// on an endpoint before that endpoint's breaker has seen enough failures
+// to open (it refuses each connection at once, or sheds with 503s, and the
+// attempts do not wait). Nothing of it was applied, so it goes to the other
+// endpoint rather than fail. With a fixed concurrency of 2, one or two
+// operations at a time meet the failing endpoint.
+func TestFeedEndpointFailsBeforeBreaker(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		fail func(b *feedtest.Server) int // b's answer once it has applied 10
+	}{
+		// The request that brings b down is one of the first puts, safe
+		// to repeat, whose connection closes under it.
+		{"refused", func(b *feedtest.Server) int { b.Down(); return 0 }},
+		{"503", func(*feedtest.Server) int { return http.StatusServiceUnavailable }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			failing := false
+			var p *endpointPair
+			p = newEndpointPair(t, func(which string, r *http.Request) int {
+				mu.Lock()
+				defer mu.Unlock()
+				if which != "b" || !failing && len(p.b.Applied()) < 10 {
+					return 0
+				}
+				failing = true
+				return tc.fail(p.b)
+			})
+			cfg := testFeedConfig("", nil)
+			cfg.URLs = []string{p.a.URL, p.b.URL}
+			cfg.Concurrency = 2
+			const n = 100
+			// Each document is put, updated and removed, and each of n
+			// others is incremented (an update not safe to repeat).
+			var in strings.Builder
+			in.WriteString(opsInput(n))
+			for i := range n {
+				fmt.Fprintf(&in, `{"update":"id:ns:i::inc%d","fields":{"n":{"increment":1}}}`+"\n", i)
+			}
+			res, _, stderr := runTestFeed(t, context.Background(), cfg, in.String())
+			if !res.Complete() {
+				t.Fatalf("incomplete; stderr:\n%s", stderr)
+			}
+			checkAllInOrder(t, p.log, n)
+			applied := map[string]int{}
+			for _, s := range append(p.a.Applied(), p.b.Applied()...) {
+				if path, ok := strings.CutPrefix(s, "PUT /document/v1/ns/i/docid/"); ok {
+					id, _, _ := strings.Cut(path, " ")
+					applied[id]++
+				}
+			}
+			for i := range n {
+				if id := fmt.Sprintf("inc%d", i); applied[id] != 1 {
+					t.Errorf("%s incremented %d times, want once", id, applied[id])
+				}
+			}
+		})
+	}
+}

@@ -898,7 +898,7 @@ func (c *Client) sendOp(ctx context.Context, op *operation, ofFeed bool) (ok boo
 		defer c.pause.withTimeout(cancel, c.cfg.Timeout)()
 	}
 	for {
-		e := c.route()
+		e := c.route(state.failedOn)
 		e.sent.Add(1)
 		e.ops.Add(1)
 		stay, leave := e.within(ctx, state)
@@ -980,6 +980,9 @@ func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 		if errors.As(err, &refused) {
 			status = refused.status
 		}
+		if c.detour(ctx, e, op, st, err, 0) {
+			return false, true
+		}
 		c.fail(op, err, st, status)
 		return false, false
 	}
@@ -997,6 +1000,8 @@ func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 		c.condFailed.Add(1) // an answer: the condition was not met
 	case resp.StatusCode == http.StatusNotFound && op.kind == Remove:
 		c.notFound.Add(1) // an answer: there was nothing to remove
+	case c.detour(ctx, e, op, st, nil, resp.StatusCode):
+		return false, true
 	default:
 		msg := message(data, c.wire.secrets)
 		if c.cfg.TraceLevel > 0 {

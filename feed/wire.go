@@ -101,6 +101,10 @@ type opState struct {
 	result Result
 	err    *Error
 	ofFeed bool // the operation is an element of a Feed, whose done hears of it
+	// failedOn are the endpoints on which the operation used up its
+	// attempts and that it left for another (see detour); only the
+	// goroutine that sends it uses it.
+	failedOn []*endpoint
 
 	mu      sync.Mutex
 	onWire  int                     // requests on the wire now
