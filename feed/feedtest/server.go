@@ -7,6 +7,7 @@ package feedtest
 import (
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -30,6 +31,9 @@ const Reset = -1
 type Server struct {
 	*httptest.Server
 	fault func(r *http.Request, n int) int // n: earlier requests for the same method and path
+
+	lnMu   sync.Mutex // held while Down or Up use the Listener, and Close marks closed
+	closed bool
 
 	mu      sync.Mutex
 	seen    map[string]int // requests per method and path
@@ -164,15 +168,31 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // Down stops listening and closes every connection, so that new ones are
-// refused, as when a server goes away.
+// refused, as when a server goes away. Down, Up and Close may be called
+// from any goroutine.
 func (s *Server) Down() {
+	s.lnMu.Lock()
+	defer s.lnMu.Unlock()
 	_ = s.Listener.Close()
 	s.CloseClientConnections()
 }
 
-// Up listens again on the address Down gave up. It may be called from any
-// goroutine, but not at once with Close.
+// Close shuts the server down, as httptest.Server's Close does; Up then
+// fails.
+func (s *Server) Close() {
+	s.lnMu.Lock()
+	s.closed = true
+	s.lnMu.Unlock()
+	s.Server.Close()
+}
+
+// Up listens again on the address Down gave up.
 func (s *Server) Up() error {
+	s.lnMu.Lock()
+	defer s.lnMu.Unlock()
+	if s.closed {
+		return errors.New("feedtest: Up after Close")
+	}
 	ln, err := net.Listen("tcp", s.Listener.Addr().String())
 	if err != nil {
 		return fmt.Errorf("listening again: %w", err)
