@@ -146,17 +146,23 @@ func (c *Client) endpointsJSON() any {
 // could not be made (nothing was sent, so even when the budget refused
 // the retry), or in an error or a 502, 503 or 504 that the retry rules
 // would have sent again (not when the budget refused it). An operation
-// makes at most one such stay on each endpoint. This also settles a race:
-// when the breaker opens on the last attempt, its move may not have ended
-// the stay before the retry loop gave up.
+// makes at most one such stay on each endpoint. And when e's breaker
+// opened during the stay, the operation moves as it would have had the
+// move (run on a goroutine of its own) ended the stay before the retry
+// loop gave up.
 func (c *Client) detour(ctx context.Context, e *endpoint, op *operation, st *opState, err error, status int) bool {
-	if !e.multi || ctx.Err() != nil || (!op.safe && st.maybeApplied.Load()) {
+	moved := errors.Is(context.Cause(ctx), errMoved) // e's breaker opened during the stay
+	if !e.multi || ctx.Err() != nil && !moved || (!op.safe && st.maybeApplied.Load()) {
 		return false
 	}
 	switch {
+	case err != nil && (errors.As(err, new(*outageError)) || errors.As(err, new(*tlsStop)) || isTLSError(err)):
+		return false
+	case moved: // as if the move had ended the stay before the loop gave up
+		return err != nil || status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout
 	case err != nil && isDialError(err):
 	case err != nil:
-		if errors.As(err, new(*refusedAfter)) || errors.As(err, new(*outageError)) || errors.As(err, new(*tlsStop)) || isTLSError(err) {
+		if errors.As(err, new(*refusedAfter)) {
 			return false
 		}
 	case status == http.StatusBadGateway, status == http.StatusServiceUnavailable, status == http.StatusGatewayTimeout:

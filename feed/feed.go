@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -39,7 +40,8 @@ import (
 const (
 	// DefaultMaxInFlight is the adaptive limiter's cap when
 	// Config.MaxInFlight is 0: at most this many requests in flight, and
-	// this many operations dispatched at once.
+	// this many operations dispatched at once. A Feed dispatches fewer:
+	// at most 64 beyond the limiters' current limits.
 	DefaultMaxInFlight = 1024
 	// maxMessage bounds the part of a response body quoted in a report.
 	maxMessage = 200
@@ -272,6 +274,8 @@ type Client struct {
 	lastErr   error
 	refusal   string // the refusal of the client that answered the last operations, from the start; "" for another answer
 	refused   int    // how many in a row
+
+	testWindowWait func(ops int) // for tests: see window.onWait
 }
 
 // New returns a Client for cfg, or an error if an endpoint is not an http
@@ -457,6 +461,29 @@ func (c *Client) slots() int {
 	return c.cfg.MaxInFlight
 }
 
+// queuedPerLimiter is how many operations a feed dispatches beyond its
+// limiters' limits: enough that a permit freed or a limit raised finds
+// operations waiting for it until the next one ends, and few enough that
+// a feed whose limiter holds 20 in flight does not park a thousand
+// goroutines (each costs the collector a stack to scan at every cycle).
+const queuedPerLimiter = 64
+
+// dispatchLimit bounds the operations a feed with limiters dispatches at
+// once: the sum of the endpoints' in-flight limits, plus queuedPerLimiter
+// for each. It is nil with a fixed concurrency.
+func (c *Client) dispatchLimit() func() int {
+	if c.cfg.Concurrency > 0 {
+		return nil
+	}
+	return func() int {
+		n := 0
+		for _, e := range c.endpoints {
+			n += int(math.Ceil(e.limiter.Stats().Limit)) + queuedPerLimiter
+		}
+		return n
+	}
+}
+
 func (c *Client) run(ctx context.Context, ops iter.Seq2[Operation, error]) Report {
 	start := time.Now()
 	defer c.transport.CloseIdleConnections()
@@ -596,7 +623,7 @@ func (c *Client) cancelAfterGrace(ctx context.Context, finished <-chan struct{},
 // the input was read to its end or to an error that stops it, and, when it
 // was not, res.unread says from where.
 func (c *Client) dispatchAll(ctx, sendCtx context.Context, items <-chan readItem, wg *sync.WaitGroup) (res Report, eof bool) {
-	slots := &window{n: c.slots(), max: cmp.Or(c.cfg.MaxDispatchBytes, DefaultMaxDispatchBytes)}
+	slots := &window{n: c.slots(), max: cmp.Or(c.cfg.MaxDispatchBytes, DefaultMaxDispatchBytes), limit: c.dispatchLimit(), onWait: c.testWindowWait}
 	res.unread = inputPos{line: 1} // where the input not yet taken starts
 	for {
 		if c.pause.wait(ctx) != nil {

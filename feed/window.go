@@ -11,9 +11,13 @@ const DefaultMaxDispatchBytes = 64 << 20
 
 // window bounds what a feed has dispatched at once: at most n operations,
 // and at most max bytes of them, though one larger operation alone may
-// go. Only the dispatching goroutine takes from it.
+// go; with limit set, also at most limit() operations, read at each take
+// (a limit that rises is seen at the next give). Only the dispatching
+// goroutine takes from it.
 type window struct {
 	n, max int
+	limit  func() int
+	onWait func(ops int) // for tests: called with the count dispatched when take is about to wait
 
 	mu    sync.Mutex
 	ops   int
@@ -29,7 +33,7 @@ func (w *window) take(ctx context.Context, op *operation) error {
 	size := op.size()
 	for {
 		w.mu.Lock()
-		if w.ops < w.n && (w.ops == 0 || w.bytes+size <= w.max) {
+		if w.ops < w.n && (w.limit == nil || w.ops < w.limit()) && (w.ops == 0 || w.bytes+size <= w.max) {
 			w.ops++
 			w.bytes += size
 			w.mu.Unlock()
@@ -39,7 +43,11 @@ func (w *window) take(ctx context.Context, op *operation) error {
 			w.freed = make(chan struct{})
 		}
 		freed := w.freed
+		ops := w.ops
 		w.mu.Unlock()
+		if w.onWait != nil {
+			w.onWait(ops)
+		}
 		select {
 		case <-freed:
 		case <-ctx.Done():
