@@ -3,6 +3,7 @@ package retries
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -156,11 +157,13 @@ const (
 	permitFast      uint8 = 1 << iota // granted without the lock
 	permitAtLimit                     // the in-flight limit was reached when granted
 	permitRateBound                   // the rate limit bound when granted
+	permitBatched                     // granted with others at once, for the rate limit (see batch)
 )
 
 // sample is what p tells the control law about its attempt.
 func (p Permit) sample() sample {
-	return sample{n: p.n, sent: time.Duration(p.start - 1), atLimit: p.flags&permitAtLimit != 0, rateBound: p.flags&permitRateBound != 0}
+	return sample{n: p.n, sent: time.Duration(p.start - 1), atLimit: p.flags&permitAtLimit != 0, rateBound: p.flags&permitRateBound != 0,
+		batched: p.flags&permitBatched != 0}
 }
 
 // queued is a call waiting in Acquire.
@@ -249,7 +252,7 @@ func (l *Limiter) acquireSlow(ctx context.Context, front bool) (Permit, error) {
 	l.mu.Lock()
 	l.setDefaults()
 	now := l.now()
-	if !front && l.head == nil && l.grantable(now) {
+	if !front && l.head == nil && l.grantable(now, 1) {
 		p := l.grant(now, false)
 		l.updateFast()
 		l.mu.Unlock()
@@ -346,12 +349,31 @@ func (l *Limiter) remove(w *queued) {
 // inFlight returns the permits held.
 func (l *Limiter) inFlight() int { return int(l.ledger.Load() & ledgerMask) }
 
-// grantable reports whether a permit may be granted now. l.mu is held.
-func (l *Limiter) grantable(now time.Duration) bool {
+// grantable reports whether a permit may be granted now, given that the
+// rate limit's bucket must hold need tokens. l.mu is held.
+func (l *Limiter) grantable(now time.Duration, need float64) bool {
 	if l.inFlight() >= l.ctl.slots() {
 		return false
 	}
-	return l.ctl.bucket.available(now) >= 1
+	return l.ctl.bucket.available(now) >= need
+}
+
+// batch returns the tokens that the head of the queue waits for while the
+// rate limit binds: as many as there are calls waiting, room in flight
+// and tokens in a full bucket (rateBurst's worth), and at least one. The
+// calls then go out together, rather than each on a wakeup of its own: on
+// a sleeping machine every wakeup costs tens of microseconds, and paced at
+// 1000/s one each millisecond cost a feed more than its requests did. The
+// bucket allows such a burst after any pause anyway. Calls go one by one
+// while the smoothed round trip is longer than rateBurst: then batches
+// would overlap in flight, and a server with a few slots and no queue
+// would turn the bursts away where a paced stream fits. l.mu is held.
+func (l *Limiter) batch() float64 {
+	b := &l.ctl.bucket
+	if b.rate == 0 || l.ctl.latency.srtt == 0 || l.ctl.latency.srtt > float64(rateBurst) {
+		return 1
+	}
+	return max(1, min(float64(l.waiters), float64(l.ctl.slots()-l.inFlight()), math.Floor(b.size())))
 }
 
 // grant takes a permit for a call that waited for the rate limit's token,
@@ -372,15 +394,21 @@ func (l *Limiter) grant(now time.Duration, paced bool) Permit {
 // may, and sets the head waiter's timer when it waits for the rate limit's
 // next token. l.mu is held.
 func (l *Limiter) dispatch(now time.Duration) {
-	for l.head != nil && l.grantable(now) {
+	need := l.batch()
+	batched := need > 1
+	for l.head != nil && l.grantable(now, need) {
 		w := l.head
 		l.remove(w)
 		w.permit, w.granted = l.grant(now, w.paced), true
+		if batched {
+			w.permit.flags |= permitBatched
+		}
 		w.ch <- struct{}{}
+		need = 1 // the rest of the batch
 	}
 	var due time.Duration
 	if l.head != nil && l.inFlight() < l.ctl.slots() {
-		due = l.ctl.bucket.untilToken(now)
+		due = l.ctl.bucket.untilTokens(now, l.batch())
 	}
 	switch {
 	case due > 0 && l.timed != l.head:

@@ -114,6 +114,9 @@ type sample struct {
 	sent      time.Duration // when it was granted; -1 if it was not timed
 	atLimit   bool          // the in-flight limit was reached when it was granted
 	rateBound bool          // the rate limit bound when it was granted
+	// batched: it was granted with others at once for the rate limit, so
+	// n counts a burst, not a level in flight, and says nothing of a wall
+	batched bool
 }
 
 func newControl(cfg LimiterConfig) control {
@@ -219,7 +222,9 @@ func (c *control) onSuccess(s sample, now time.Duration) {
 		}
 		c.limit = min(max(c.limit, minLimit), c.maxLimit)
 	}
-	c.wall.record(s.n, false, now)
+	if !s.batched {
+		c.wall.record(s.n, false, now)
+	}
 	if c.wallCheck--; c.wallCheck <= 0 {
 		c.wallCheck = 64
 		c.wallAt = c.wall.at(c.share, now)
@@ -249,9 +254,11 @@ func (c *control) onBackpressure(s sample, now time.Duration) {
 		c.slowStart = false
 		c.limit = max(minLimit, min(c.limit, float64(s.n))*limitCut)
 	}
-	c.wall.record(s.n, true, now)
-	c.wallAt = c.wall.at(c.share, now)
-	c.capAtWall()
+	if !s.batched {
+		c.wall.record(s.n, true, now)
+		c.wallAt = c.wall.at(c.share, now)
+		c.capAtWall()
+	}
 	b := &c.bucket
 	if b.rate == 0 {
 		r := 0.9 * c.admitted.rate(now)
@@ -359,15 +366,15 @@ func (b *bucket) refund() {
 	}
 }
 
-// untilToken returns the time until the bucket holds a token.
-func (b *bucket) untilToken(now time.Duration) time.Duration {
+// untilTokens returns the time until the bucket holds n tokens.
+func (b *bucket) untilTokens(now time.Duration, n float64) time.Duration {
 	if now < b.until {
 		return b.until - now
 	}
 	if b.rate == 0 {
 		return 0
 	}
-	need := 1 - b.available(now)
+	need := n - b.available(now)
 	if need <= 0 {
 		return 0
 	}

@@ -144,6 +144,18 @@ type load struct {
 	ok, throttled []int                  // by second of the run
 	maxWait       time.Duration          // the longest Acquire
 	stats         []retries.LimiterStats // a snapshot at the end of each second
+	grantsAt      map[time.Duration]int  // permits granted at each instant from the fifth second on
+}
+
+// grantsPerWakeup returns the permits granted from the fifth second on,
+// over the distinct instants they were granted at: under synctest the calls
+// granted together by one wakeup of the Limiter share an instant.
+func (r *load) grantsPerWakeup() float64 {
+	n := 0
+	for _, k := range r.grantsAt {
+		n += k
+	}
+	return float64(n) / math.Max(1, float64(len(r.grantsAt)))
 }
 
 // inFlight returns the median and the largest of the counts in flight at
@@ -174,7 +186,7 @@ func (r *load) share(from, to int) (perSecond, throttled float64) {
 // a synctest bubble.
 func drive(t *testing.T, l *retries.Limiter, srv server, workers, seconds int, changes map[int]func()) *load {
 	t.Helper()
-	r := &load{ok: make([]int, seconds), throttled: make([]int, seconds)}
+	r := &load{ok: make([]int, seconds), throttled: make([]int, seconds), grantsAt: map[time.Duration]int{}}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(seconds)*time.Second)
 	defer cancel()
@@ -189,6 +201,11 @@ func drive(t *testing.T, l *retries.Limiter, srv server, workers, seconds int, c
 					return
 				}
 				w := time.Since(t0)
+				if at := time.Since(start); at >= 5*time.Second {
+					mu.Lock()
+					r.grantsAt[at]++
+					mu.Unlock()
+				}
 				sig := srv.call()
 				p.Release(sig)
 				sec := int(time.Since(start) / time.Second)
