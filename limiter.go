@@ -360,11 +360,11 @@ func (l *Limiter) grantable(now time.Duration, need float64) bool {
 
 // batch returns the tokens that the head of the queue waits for while the
 // rate limit binds: as many as there are calls waiting, room in flight
-// and tokens in a full bucket (rateBurst's worth), and at least one. The
-// calls then go out together, rather than each on a wakeup of its own: on
-// a sleeping machine every wakeup costs tens of microseconds, and paced at
-// 1000/s one each millisecond cost a feed more than its requests did. The
-// bucket allows such a burst after any pause anyway. Calls go one by one
+// and tokens in rateBatch, and at least one. The calls then go out
+// together, rather than each on a wakeup of its own: on a sleeping machine
+// every wakeup costs tens of microseconds, and paced at 1000/s one each
+// millisecond cost a feed more than its requests did. A batch is smaller
+// than the burst the bucket allows after any pause. Calls go one by one
 // while the smoothed round trip is longer than rateBurst: then batches
 // would overlap in flight, and a server with a few slots and no queue
 // would turn the bursts away where a paced stream fits. l.mu is held.
@@ -373,7 +373,7 @@ func (l *Limiter) batch() float64 {
 	if b.rate == 0 || l.ctl.latency.srtt == 0 || l.ctl.latency.srtt > float64(rateBurst) {
 		return 1
 	}
-	return max(1, min(float64(l.waiters), float64(l.ctl.slots()-l.inFlight()), math.Floor(b.size())))
+	return max(1, min(float64(l.waiters), float64(l.ctl.slots()-l.inFlight()), math.Floor(b.rate.in(rateBatch))))
 }
 
 // grant takes a permit for a call that waited for the rate limit's token,

@@ -89,9 +89,10 @@ const (
 	rateTakeBack   = 0.5      // of the growth since the last cut, at a cut
 	rateProbe      = 0.05     // extra growth per second, so a low rate recovers
 	rateBurst      = 5 * time.Millisecond
-	congestedRatio = 1.5              // smoothed latency over baseline: hold growth
-	queuedRatio    = 2.0              // smoothed latency over baseline: shrink
-	latencySlack   = time.Millisecond // and over baseline by this much (2× for shrink), so that jitter below a millisecond is not a queue
+	rateBatch      = 3500 * time.Microsecond // the tokens granted together on one wakeup, at most (see Limiter.batch)
+	congestedRatio = 1.5                     // smoothed latency over baseline: hold growth
+	queuedRatio    = 2.0                     // smoothed latency over baseline: shrink
+	latencySlack   = time.Millisecond        // and over baseline by this much (2× for shrink), so that jitter below a millisecond is not a queue
 	baseDrift      = 30 * time.Second
 	estBucket      = 50 * time.Millisecond
 	estWindow      = 250 * time.Millisecond
