@@ -360,7 +360,9 @@ func (l *Limiter) grantable(now time.Duration, need float64) bool {
 
 // batch returns the tokens that the head of the queue waits for while the
 // rate limit binds: as many as there are calls waiting, room in flight
-// and tokens in rateBatch, and at least one. The calls then go out
+// and tokens in rateBatch at the rate limit or the rate the server admits,
+// whichever is lower (a rate limit starts high and comes down to the
+// server's within round trips), and at least one. The calls then go out
 // together, rather than each on a wakeup of its own: on a sleeping machine
 // every wakeup costs tens of microseconds, and paced at 1000/s one each
 // millisecond cost a feed more than its requests did. A batch is smaller
@@ -368,12 +370,13 @@ func (l *Limiter) grantable(now time.Duration, need float64) bool {
 // while the smoothed round trip is longer than rateBurst: then batches
 // would overlap in flight, and a server with a few slots and no queue
 // would turn the bursts away where a paced stream fits. l.mu is held.
-func (l *Limiter) batch() float64 {
+func (l *Limiter) batch(now time.Duration) float64 {
 	b := &l.ctl.bucket
 	if b.rate == 0 || l.ctl.latency.srtt == 0 || l.ctl.latency.srtt > float64(rateBurst) {
 		return 1
 	}
-	return max(1, min(float64(l.waiters), float64(l.ctl.slots()-l.inFlight()), math.Floor(b.rate.in(rateBatch))))
+	r := min(b.rate, l.ctl.admitted.rate(now))
+	return max(1, min(float64(l.waiters), float64(l.ctl.slots()-l.inFlight()), math.Floor(r.in(rateBatch))))
 }
 
 // grant takes a permit for a call that waited for the rate limit's token,
@@ -394,7 +397,7 @@ func (l *Limiter) grant(now time.Duration, paced bool) Permit {
 // may, and sets the head waiter's timer when it waits for the rate limit's
 // next token. l.mu is held.
 func (l *Limiter) dispatch(now time.Duration) {
-	need := l.batch()
+	need := l.batch(now)
 	batched := need > 1
 	for l.head != nil && l.grantable(now, need) {
 		w := l.head
@@ -408,7 +411,7 @@ func (l *Limiter) dispatch(now time.Duration) {
 	}
 	var due time.Duration
 	if l.head != nil && l.inFlight() < l.ctl.slots() {
-		due = l.ctl.bucket.untilTokens(now, l.batch())
+		due = l.ctl.bucket.untilTokens(now, l.batch(now))
 	}
 	switch {
 	case due > 0 && l.timed != l.head:
