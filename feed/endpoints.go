@@ -83,14 +83,11 @@ const probeEvery = time.Second
 // breaker is closed, or, once a second, one whose breaker is open, so that
 // it gets a probe; when every breaker is open, the one routed to longest
 // ago, so that the waiting operations spread and every endpoint is probed.
-// The endpoints in skip (those that failed the operation, see detour) are
-// left out while another is left.
+// The endpoints in skip (those that failed the operation, see detour;
+// never all of them) are left out.
 func (c *Client) route(skip []*endpoint) *endpoint {
 	if len(c.endpoints) == 1 {
 		return c.endpoints[0]
-	}
-	if len(skip) >= len(c.endpoints) {
-		skip = nil
 	}
 	now := time.Now().UnixNano()
 	var best, stale *endpoint
@@ -135,38 +132,34 @@ func (c *Client) endpointsJSON() any {
 	return out
 }
 
-// detour reports whether op, which failed on e with err (or, when err is
-// nil, a response with status), goes to another endpoint instead of being
+// detour reports whether op, which failed on e with outcome v (its last
+// response, or nil) and err, goes to another endpoint instead of being
 // reported, and if so marks e as one that failed it. An operation can use
 // up its attempts on an endpoint before that endpoint's breaker has seen
-// enough failures to open; with another endpoint whose breaker is closed
-// and that has not failed it yet, it goes there, when nothing it sent can
-// have been applied or it is safe to repeat, and its stay did not end by
-// its own context. That is when its attempts ended in a connection that
-// could not be made (nothing was sent, so even when the budget refused
-// the retry), or in an error or a 502, 503 or 504 that the retry rules
-// would have sent again (not when the budget refused it). An operation
-// makes at most one such stay on each endpoint. And when e's breaker
-// opened during the stay, the operation moves as it would have had the
-// move (run on a goroutine of its own) ended the stay before the retry
-// loop gave up.
-func (c *Client) detour(ctx context.Context, e *endpoint, op *operation, st *opState, err error, status int) bool {
+// enough failures to open. When its retry rule (retrySafe or retryUnsafe)
+// would still send it again, nothing it sent can have been applied or it
+// is safe to repeat, and its own context has not ended, it goes to another
+// endpoint whose breaker is closed and that has not failed it yet: at most
+// one such stay on each endpoint. Not when the feed is stopping (an outage
+// too long, a TLS error), nor when the budget refused a retry after an
+// answer; a connection that could not be made cost the server nothing, so
+// there the budget's refusal does not count. And when e's breaker opened
+// during the stay, the operation moves as it would have had the move (run
+// on a goroutine of its own) ended the stay before the retry loop gave up.
+func (c *Client) detour(ctx context.Context, e *endpoint, op *operation, st *opState, v any, err error) bool {
 	moved := errors.Is(context.Cause(ctx), errMoved) // e's breaker opened during the stay
-	if !e.multi || ctx.Err() != nil && !moved || (!op.safe && st.maybeApplied.Load()) {
-		return false
+	rule := retryUnsafe
+	if op.safe {
+		rule = retrySafe
 	}
 	switch {
-	case err != nil && (errors.As(err, new(*outageError)) || errors.As(err, new(*tlsStop)) || isTLSError(err)):
+	case !e.multi, ctx.Err() != nil && !moved, !op.safe && st.maybeApplied.Load(), !rule.Match(v, err):
 		return false
-	case moved: // as if the move had ended the stay before the loop gave up
-		return err != nil || status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout
-	case err != nil && isDialError(err):
-	case err != nil:
-		if errors.As(err, new(*refusedAfter)) {
-			return false
-		}
-	case status == http.StatusBadGateway, status == http.StatusServiceUnavailable, status == http.StatusGatewayTimeout:
-	default:
+	case errors.As(err, new(*outageError)), errors.As(err, new(*tlsStop)):
+		return false
+	case moved:
+		return true
+	case errors.As(err, new(*refusedAfter)) && !isDialError(err):
 		return false
 	}
 	for _, o := range c.endpoints {

@@ -1007,7 +1007,7 @@ func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 		if errors.As(err, &refused) {
 			status = refused.status
 		}
-		if c.detour(ctx, e, op, st, err, 0) {
+		if c.detour(ctx, e, op, st, nil, err) {
 			return false, true
 		}
 		c.fail(op, err, st, status)
@@ -1027,7 +1027,7 @@ func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 		c.condFailed.Add(1) // an answer: the condition was not met
 	case resp.StatusCode == http.StatusNotFound && op.kind == Remove:
 		c.notFound.Add(1) // an answer: there was nothing to remove
-	case c.detour(ctx, e, op, st, nil, resp.StatusCode):
+	case c.detour(ctx, e, op, st, resp, nil):
 		return false, true
 	default:
 		msg := message(data, c.wire.secrets)
