@@ -19,8 +19,12 @@ import (
 //     limitCut × the count then in flight, or a rise in latency that
 //     lasts two baseline round trips (a shorter one holds it).
 //   - Rate: off until the first backpressure, which turns it on at 0.9 ×
-//     the admitted rate (half the rate attempts were sent at, if none was
-//     admitted yet). Each later backpressure for an attempt sent since
+//     the admitted rate (the smoothed rate or the last bucket's, whichever
+//     is higher; half the rate attempts were sent at, if none was admitted
+//     yet). When a slow start admitted minSamples or more ends on
+//     backpressure, its cut answers the attempts sent before it, and only
+//     backpressure for one sent after turns the rate on: a server whose
+//     wall is a count in flight then needs no rate. Each later backpressure for an attempt sent since
 //     the last cut (so at most one cut per round trip) first takes back
 //     rateTakeBack/accel of its growth since the last cut (accel as
 //     below, at the backpressure: little after a long silence), not below
@@ -70,9 +74,12 @@ type control struct {
 
 	rateAtCut                       perSecond // the rate right after the last cut
 	lastCong, lastRateCut, lastGrow time.Duration
-	congSince                       time.Duration // latency has been high since; 0 if it is not
-	congGap                         time.Duration // smoothed gap between backpressures
-	share                           float64       // smoothed share of backpressure
+	// slowCut is when backpressure ended a slow start that had been
+	// admitted minSamples times or more; 0 if none did
+	slowCut   time.Duration
+	congSince time.Duration // latency has been high since; 0 if it is not
+	congGap   time.Duration // smoothed gap between backpressures
+	share     float64       // smoothed share of backpressure
 	// probing is set by a Retry-After hold: once it ends, one attempt goes
 	// until an outcome comes back.
 	probing bool
@@ -254,6 +261,9 @@ func (c *control) onBackpressure(s sample, now time.Duration) {
 	if c.slowStart {
 		c.slowStart = false
 		c.limit = max(minLimit, min(c.limit, float64(s.n))*limitCut)
+		if c.admitted.total >= int64(s.n) {
+			c.slowCut = now
+		}
 	}
 	if !s.batched {
 		c.wall.record(s.n, true, now)
@@ -261,8 +271,17 @@ func (c *control) onBackpressure(s sample, now time.Duration) {
 		c.capAtWall()
 	}
 	b := &c.bucket
+	if b.rate == 0 && c.slowCut > 0 && s.sent < c.slowCut {
+		// Sent before the cut that ended slow start, which answers it: a
+		// server with a concurrency wall needs no rate limit, and one with
+		// a rate limit pushes back again within a round trip, when the
+		// admitted rate is better known than in slow start's ramp.
+		return
+	}
 	if b.rate == 0 {
-		r := 0.9 * c.admitted.rate(now)
+		// The admitted rate, or the last bucket's if higher: the smoothed
+		// rate lags behind slow start's ramp.
+		r := 0.9 * max(c.admitted.rate(now), c.admitted.last)
 		if r == 0 {
 			// Nothing admitted yet (the first answers were backpressure):
 			// half the rate at which this attempt's peers were sent, over
@@ -387,6 +406,7 @@ func (b *bucket) untilTokens(now time.Duration, n float64) time.Duration {
 // estBucket.
 type admissions struct {
 	est     perSecond     // smoothed
+	last    perSecond     // over the last bucket
 	at      time.Duration // the end of the last bucket
 	atTotal int64         // admitted attempts counted at at
 	total   int64         // admitted attempts so far
@@ -407,6 +427,7 @@ func (a *admissions) record(now time.Duration, total int64) {
 		return
 	}
 	inst := perSecond(float64(total-a.atTotal) / seconds(dt))
+	a.last = inst
 	if !a.known {
 		a.est, a.known = inst, true
 	} else {

@@ -71,7 +71,8 @@ func (s *rateServer) call() retries.Signal {
 
 // slotServer serves k requests at a time, service each, with up to queue
 // more waiting for a slot (FIFO); beyond that it answers backpressure at
-// once. Every request also spends net on the network, half each way.
+// once. Every request also spends net on the network, half each way. With
+// jitter set, each service time is drawn from ± jitter of service, by rng.
 type slotServer struct {
 	mu      sync.Mutex
 	k       int
@@ -80,6 +81,8 @@ type slotServer struct {
 	queue   int
 	service time.Duration
 	net     time.Duration
+	jitter  float64
+	rng     *rand.Rand
 }
 
 func (s *slotServer) setSlots(k int) {
@@ -110,7 +113,13 @@ func (s *slotServer) call() retries.Signal {
 		time.Sleep(s.net / 2)
 		return retries.SignalBackpressure
 	}
-	time.Sleep(s.service)
+	d := s.service
+	if s.jitter > 0 {
+		s.mu.Lock()
+		d = time.Duration(float64(d) * (1 - s.jitter + 2*s.jitter*s.rng.Float64()))
+		s.mu.Unlock()
+	}
+	time.Sleep(d)
 	s.mu.Lock()
 	if len(s.waiting) > 0 && s.active <= s.k {
 		close(s.waiting[0])

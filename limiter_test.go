@@ -3,6 +3,7 @@ package retries_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -38,12 +39,16 @@ func TestLimiterConverges(t *testing.T) {
 		{"slots_16_queue_32", func() server {
 			return &slotServer{k: 16, queue: 32, service: 10 * time.Millisecond, net: time.Millisecond}
 		}, 1600, 0.97, 0.02},
+		// A wall gives no place to wait: each slot idles while its next
+		// request crosses the network, so K in flight carry K/(service +
+		// net), and with service times that vary a K+1st meets
+		// backpressure more often than it finds a slot just freed.
 		{"slots_12_wall", func() server {
-			return &slotServer{k: 12, service: 8 * time.Millisecond, net: time.Millisecond}
-		}, 1500, 0.90, 0.04},
+			return &slotServer{k: 12, service: 8 * time.Millisecond, net: time.Millisecond, jitter: 0.25, rng: rand.New(rand.NewPCG(1, 2))}
+		}, 12 / 0.009, 0.97, 0.04},
 		{"slots_16_wall", func() server {
-			return &slotServer{k: 16, service: 10 * time.Millisecond, net: time.Millisecond}
-		}, 1600, 0.90, 0.04},
+			return &slotServer{k: 16, service: 10 * time.Millisecond, net: time.Millisecond, jitter: 0.25, rng: rand.New(rand.NewPCG(3, 4))}
+		}, 16 / 0.011, 0.97, 0.04},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -68,9 +73,51 @@ func TestLimiterConverges(t *testing.T) {
 	}
 }
 
+// TestLimiterStartsFull: against a server whose wall is a count in flight,
+// with a queue in front of its slots or none, the first backpressure ends
+// slow start without starving the feed. Before, it turned a rate limit on
+// at the admitted rate, smoothed over a ramp that had just begun, and the
+// rate bound for up to a second: medians of 0.91 of the queue store's
+// capacity in the first second, and 0.61–0.64 of what the wall's slots
+// carry (0.975 and about 0.91 now).
+func TestLimiterStartsFull(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		srv      func(seed uint64) server
+		capacity float64 // requests per second
+		min      float64 // in the first second, the share of capacity, at least
+	}{
+		{"slots_12_queue_24", func(uint64) server {
+			return &slotServer{k: 12, queue: 24, service: 8 * time.Millisecond, net: 500 * time.Microsecond}
+		}, 1500, 0.95},
+		{"slots_12_wall", func(seed uint64) server {
+			return &slotServer{k: 12, service: 8 * time.Millisecond, net: time.Millisecond, jitter: 0.25, rng: rand.New(rand.NewPCG(seed, 1))}
+		}, 12 / 0.009, 0.88},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var firsts []float64
+			for seed := range uint64(6) {
+				synctest.Test(t, func(t *testing.T) {
+					l := retries.NewLimiter(retries.LimiterConfig{})
+					r := drive(t, l, tc.srv(seed), 64, 1, nil)
+					firsts = append(firsts, float64(r.ok[0])/tc.capacity)
+				})
+			}
+			slices.Sort(firsts)
+			t.Logf("first second, of capacity: %.3f", firsts)
+			if m := firsts[len(firsts)/2]; m < tc.min {
+				t.Errorf("first second: %.3f of capacity, median %.3f; want a median of at least %.2f", firsts, m, tc.min)
+			}
+		})
+	}
+}
+
 // TestLimiterRecovers doubles the server's capacity at 10 s and halves it
-// back at 20 s: throughput must follow the doubling within three seconds,
-// and backpressure must subside within two seconds of the halving.
+// back at 20 s: throughput must follow the doubling within three seconds
+// (six at a wall, whose cap holds until its evidence decays: wallMemory is
+// 4 s), and backpressure must subside within two seconds of the halving.
 func TestLimiterRecovers(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -78,15 +125,19 @@ func TestLimiterRecovers(t *testing.T) {
 		srv      func() server
 		capacity float64
 		change   func(s server, double bool)
+		follow   int // seconds after the doubling
 	}{
 		{"rate_limit", func() server { return newRateServer(500, 20, time.Millisecond) }, 500, func(s server, double bool) {
 			s.(*rateServer).setRate(map[bool]float64{true: 1000, false: 500}[double])
-		}},
-		{"slots_wall", func() server { return &slotServer{k: 12, service: 8 * time.Millisecond, net: time.Millisecond} }, 1500,
-			func(s server, double bool) { s.(*slotServer).setSlots(map[bool]int{true: 24, false: 12}[double]) }},
+		}, 3},
+		// K slots in flight carry K/(service + net) at a wall (see
+		// TestLimiterConverges).
+		{"slots_wall", func() server {
+			return &slotServer{k: 12, service: 8 * time.Millisecond, net: time.Millisecond, jitter: 0.25, rng: rand.New(rand.NewPCG(5, 6))}
+		}, 12 / 0.009, func(s server, double bool) { s.(*slotServer).setSlots(map[bool]int{true: 24, false: 12}[double]) }, 6},
 		{"slots_queue", func() server {
 			return &slotServer{k: 12, queue: 24, service: 8 * time.Millisecond, net: time.Millisecond}
-		}, 1500, func(s server, double bool) { s.(*slotServer).setSlots(map[bool]int{true: 24, false: 12}[double]) }},
+		}, 1500, func(s server, double bool) { s.(*slotServer).setSlots(map[bool]int{true: 24, false: 12}[double]) }, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -97,9 +148,9 @@ func TestLimiterRecovers(t *testing.T) {
 					10: func() { tc.change(s, true) },
 					20: func() { tc.change(s, false) },
 				})
-				if got, _ := r.share(13, 20); got < 0.9*2*tc.capacity {
+				if got, _ := r.share(10+tc.follow, 20); got < 0.9*2*tc.capacity {
 					r.log(t)
-					t.Errorf("3–10 s after doubling: %.0f/s, want ≥ %.0f", got, 0.9*2*tc.capacity)
+					t.Errorf("%d–10 s after doubling: %.0f/s, want ≥ %.0f", tc.follow, got, 0.9*2*tc.capacity)
 				}
 				if got, throttled := r.share(22, 30); got < 0.9*tc.capacity || throttled > 0.04 {
 					r.log(t)
@@ -336,7 +387,9 @@ func TestLimiterSignals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := retries.NewLimiter(retries.LimiterConfig{})
 		ctx := context.Background()
-		for _, s := range []retries.Signal{retries.SignalSuccess, retries.SignalSuccess, retries.SignalBackpressure, retries.SignalFailure, retries.SignalIgnore} {
+		// The first backpressure ends slow start, and the second, for an
+		// attempt sent after that cut, turns the rate limit on.
+		for _, s := range []retries.Signal{retries.SignalSuccess, retries.SignalSuccess, retries.SignalBackpressure, retries.SignalBackpressure, retries.SignalFailure, retries.SignalIgnore} {
 			p, err := l.Acquire(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -345,11 +398,11 @@ func TestLimiterSignals(t *testing.T) {
 			p.Release(s)
 		}
 		s := l.Stats()
-		if s.Successes != 2 || s.Throttles != 1 || s.Failures != 1 || s.InFlight != 0 || s.Rate == 0 {
-			t.Errorf("Stats() = %+v, want 2 successes, 1 throttle, 1 failure, a rate limit on", s)
+		if s.Successes != 2 || s.Throttles != 2 || s.Failures != 1 || s.InFlight != 0 || s.Rate == 0 {
+			t.Errorf("Stats() = %+v, want 2 successes, 2 throttles, 1 failure, a rate limit on", s)
 		}
 		str := l.String()
-		for _, want := range []string{"Limiter(limit=", "rate=", "in flight=0", "waiting=0", "2 ok, 1 throttled, 1 failed"} {
+		for _, want := range []string{"Limiter(limit=", "rate=", "in flight=0", "waiting=0", "2 ok, 2 throttled, 1 failed"} {
 			if !strings.Contains(str, want) {
 				t.Errorf("String() = %q, want it to contain %q", str, want)
 			}
