@@ -1007,7 +1007,7 @@ func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 		if errors.As(err, &refused) {
 			status = refused.status
 		}
-		if c.detour(ctx, e, op, st, nil, err) {
+		if c.detour(ctx, e, op, st, nil, err) || c.redial(ctx, op, st, err) {
 			return false, true
 		}
 		c.fail(op, err, st, status)

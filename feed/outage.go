@@ -258,3 +258,27 @@ func (c *Client) outageTooLong() {
 		c.live.haltEach(err) // the Sends waiting out the outage too
 	}
 }
+
+// maxRedials bounds the rounds of attempts an operation gets again after a
+// round that ended with a connection refused (see redial).
+const maxRedials = 16
+
+// redial reports whether op, whose round of attempts ended with err, goes
+// round again on an endpoint rather than being reported. A connection that
+// could not be made sent nothing, so an operation so ended cannot have been
+// applied by that attempt, and the cause is the endpoint, never the
+// operation: a server restarting refuses connections for a while, and its
+// breaker opens only after failures that span a second (see
+// retries.Breaker), by which time a feed with one or two requests in
+// flight has used up the attempts of a few operations. From the opening
+// on, the breaker holds the next round until the server answers, and
+// failed probes spend no attempts. At most maxRedials rounds, and not when
+// the operation's own context ended, nor for an operation not safe to
+// repeat whose earlier request may have been applied.
+func (c *Client) redial(ctx context.Context, op *operation, st *opState, err error) bool {
+	if !isDialError(err) || ctx.Err() != nil || !op.safe && st.maybeApplied.Load() || st.redials >= maxRedials {
+		return false
+	}
+	st.redials++
+	return true
+}

@@ -163,6 +163,53 @@ func TestFeedWaitsOutAnOutage(t *testing.T) {
 	}
 }
 
+// TestFeedRedialsUntilTheBreakerOpens: with one or two requests in flight,
+// a server that does not listen yet (it comes up after 300 ms) refuses the
+// attempts of a few operations before its breaker has seen failures enough
+// to open; before redial, 5 of them failed. A refused connection sent
+// nothing, so they go round again, and every operation is acknowledged:
+// each put, and each increment, which is not safe to repeat, applied once.
+func TestFeedRedialsUntilTheBreakerOpens(t *testing.T) {
+	t.Parallel()
+	for _, c := range []int{1, 2} {
+		t.Run(fmt.Sprint(c), func(t *testing.T) {
+			t.Parallel()
+			const docs, down = 50, 300 * time.Millisecond
+			srv := feedtest.New(t, nil)
+			srv.Down()
+			time.AfterFunc(down, func() {
+				if err := srv.Up(); err != nil {
+					t.Error(err)
+				}
+			})
+			cfg := testFeedConfig(srv.URL, nil)
+			cfg.MaxProbeInterval = 20 * time.Millisecond
+			cfg.Concurrency = c
+			var in strings.Builder
+			for i := range docs {
+				fmt.Fprintf(&in, `{"put":"id:ns:d::%d","fields":{}}`+"\n", i)
+				fmt.Fprintf(&in, `{"update":"id:ns:d::inc%d","fields":{"n":{"increment":1}}}`+"\n", i)
+			}
+			res, sum, stderr := runTestFeed(t, context.Background(), cfg, in.String())
+			if !res.Complete() || res.ok != 2*docs {
+				t.Fatalf("complete %v, %d acknowledged; want all %d; stderr:\n%s", res.Complete(), res.ok, 2*docs, stderr)
+			}
+			applied := appliedIDs(srv)
+			for i := range docs {
+				if n := applied[fmt.Sprint(i)]; n < 1 {
+					t.Errorf("document %d applied %d times, want at least once", i, n)
+				}
+				if n := applied[fmt.Sprintf("inc%d", i)]; n != 1 {
+					t.Errorf("inc%d incremented %d times, want once", i, n)
+				}
+			}
+			if br, _ := sum["retries.breaker"].(map[string]any); br["opened"].(float64) < 1 {
+				t.Errorf("summary breaker = %v, want it opened", br)
+			}
+		})
+	}
+}
+
 // failedOps parses a -failed file: each line one operation.
 func failedOps(t *testing.T, data []byte) []map[string]any {
 	t.Helper()

@@ -105,6 +105,7 @@ type opState struct {
 	// attempts and that it left for another (see detour); only the
 	// goroutine that sends it uses it.
 	failedOn []*endpoint
+	redials  int // rounds of attempts begun again after a refused connection (see redial)
 
 	mu      sync.Mutex
 	onWire  int                     // requests on the wire now
