@@ -21,10 +21,11 @@ import (
 //   - Rate: off until the first backpressure, which turns it on at 0.9 ×
 //     the admitted rate (the smoothed rate or the last bucket's, whichever
 //     is higher; half the rate attempts were sent at, if none was admitted
-//     yet). When a slow start admitted minSamples or more ends on
-//     backpressure, its cut answers the attempts sent before it, and only
-//     backpressure for one sent after turns the rate on: a server whose
-//     wall is a count in flight then needs no rate. Each later backpressure for an attempt sent since
+//     yet). When a slow start that the server admitted at least once per
+//     attempt then in flight ends on backpressure, its cut answers the
+//     attempts sent before it, and only backpressure for one sent after
+//     turns the rate on: a server whose wall is a count in flight then
+//     needs no rate. Each later backpressure for an attempt sent since
 //     the last cut (so at most one cut per round trip) first takes back
 //     rateTakeBack/accel of its growth since the last cut (accel as
 //     below, at the backpressure: little after a long silence), not below
@@ -74,8 +75,8 @@ type control struct {
 
 	rateAtCut                       perSecond // the rate right after the last cut
 	lastCong, lastRateCut, lastGrow time.Duration
-	// slowCut is when backpressure ended a slow start that had been
-	// admitted minSamples times or more; 0 if none did
+	// slowCut is when backpressure ended a slow start that the server
+	// had admitted at least once per attempt then in flight; 0 if none did
 	slowCut   time.Duration
 	congSince time.Duration // latency has been high since; 0 if it is not
 	congGap   time.Duration // smoothed gap between backpressures
