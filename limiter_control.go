@@ -272,14 +272,15 @@ func (c *control) onBackpressure(s sample, now time.Duration) {
 		c.capAtWall()
 	}
 	b := &c.bucket
-	if b.rate == 0 && c.slowCut > 0 && s.sent < c.slowCut {
-		// Sent before the cut that ended slow start, which answers it: a
-		// server with a concurrency wall needs no rate limit, and one with
-		// a rate limit pushes back again within a round trip, when the
-		// admitted rate is better known than in slow start's ramp.
-		return
-	}
 	if b.rate == 0 {
+		if c.slowCut > 0 && s.sent < c.slowCut {
+			// Sent before the cut that ended slow start, which answers
+			// it: a server with a concurrency wall needs no rate limit,
+			// and one with a rate limit pushes back again within a round
+			// trip, when the admitted rate is better known than in slow
+			// start's ramp.
+			return
+		}
 		// The admitted rate, or the last bucket's if higher: the smoothed
 		// rate lags behind slow start's ramp.
 		r := 0.9 * max(c.admitted.rate(now), c.admitted.last)
