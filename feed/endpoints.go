@@ -153,7 +153,7 @@ func (c *Client) detour(ctx context.Context, e *endpoint, op *operation, st *opS
 		rule = retrySafe
 	}
 	switch {
-	case !e.multi, ctx.Err() != nil && !moved, !op.safe && st.maybeApplied.Load(), !rule.Match(v, err):
+	case !e.multi, ctx.Err() != nil && !moved, st.unknown(op), !rule.Match(v, err):
 		return false
 	case errors.As(err, new(*outageError)), errors.As(err, new(*tlsStop)):
 		return false

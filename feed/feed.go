@@ -1074,7 +1074,7 @@ func (c *Client) fail(op *operation, err error, st *opState, status int) {
 		c.mu.Unlock()
 		return
 	}
-	unknown := !op.safe && st.maybeApplied.Load()
+	unknown := st.unknown(op)
 	st.err = &Error{Status: status, Unknown: unknown, Err: err}
 	c.failed.Add(1)
 	c.mu.Lock()

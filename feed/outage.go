@@ -276,7 +276,7 @@ const maxRedials = 16
 // the operation's own context ended, nor for an operation not safe to
 // repeat whose earlier request may have been applied.
 func (c *Client) redial(ctx context.Context, op *operation, st *opState, err error) bool {
-	if !isDialError(err) || ctx.Err() != nil || !op.safe && st.maybeApplied.Load() || st.redials >= maxRedials {
+	if !isDialError(err) || ctx.Err() != nil || st.unknown(op) || st.redials >= maxRedials {
 		return false
 	}
 	st.redials++

@@ -116,6 +116,12 @@ type opState struct {
 	moveOut context.CancelCauseFunc // ends the current stay on an endpoint with errMoved; nil between stays
 }
 
+// unknown reports whether op, whose state is st, is not safe to repeat and
+// a request of it may have been applied: then it is never sent again (not
+// on another endpoint, not on another round), and if it fails its outcome
+// is unknown.
+func (st *opState) unknown(op *operation) bool { return !op.safe && st.maybeApplied.Load() }
+
 // withOpState returns a context for one operation, carrying a new
 // *opState whose halt ends it, and the function that ends it.
 func withOpState(ctx context.Context) (context.Context, *opState, context.CancelCauseFunc) {
