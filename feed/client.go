@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"sync"
+	"net/http"
 )
 
 // Result is what became of an operation sent.
@@ -17,7 +17,24 @@ type Result struct {
 	// response came.
 	Status   int
 	Attempts int // requests sent for it, retries included
+	// Message is the server's message with an answer other than a 2xx
+	// (why a condition was not met, why it failed), with the header
+	// values the feed sends redacted; "" otherwise.
+	Message string
+	// Trace is the trace the server returned with an answer other than a
+	// 2xx, as JSON, when Config.TraceLevel is above 0; "" otherwise.
+	Trace string
 }
+
+// ConditionNotMet reports whether the server answered that the
+// operation's test-and-set condition was not met (412): nothing was
+// applied, and sending it again changes nothing. Vespa's Java client calls
+// it conditionNotMet; pyvespa's is_successful() is false for it.
+func (r Result) ConditionNotMet() bool { return r.Status == http.StatusPreconditionFailed }
+
+// NotFound reports whether the server answered a remove with 404: there
+// was no such document to remove.
+func (r Result) NotFound() bool { return r.Status == http.StatusNotFound }
 
 // Error is an operation that was not acknowledged. Errors.As finds it in
 // the error of Send and of Feed's done; errors.Is also matches what caused
@@ -50,28 +67,27 @@ var (
 	ErrClosed = errors.New("feed: the client is closed")
 )
 
-// tell hands what became of an element of the running Feed to its done.
-func (c *Client) tell(o Operation, r Result, err error) {
-	if c.done != nil {
-		c.done(o, r, err)
-	}
-}
-
 // Feed sends the operations that ops yields, as the feed command does: it
 // reads ops as it goes and sends as many at once as the limiter allows,
 // one at a time per document id, in the order ops yields them. After an
 // operation fails, the later ones on its document are not sent
 // (ErrHeldBack).
 //
-// It calls done, if not nil, once for every element of ops: with the
-// error ops yielded with it, or with the Result and the *Error (or nil)
-// of the operation. done may be called from several goroutines at once.
+// It calls done, if not nil, exactly once for every element of ops that
+// Feed took (whose yield returned true): with the error ops yielded with
+// it, or with the Result and the *Error (or nil) of the operation. done
+// may be called from several goroutines at once, never with a lock of the
+// Client held, so it may call any of its methods. An element that ops
+// yields with an *OperationError, or an error of its own, is handed to
+// done and the reading goes on; an *InputError (broken input) ends the
+// reading. An iterator that wants the feed to end stops yielding.
 //
-// When ctx ends, Feed stops reading ops, sends no new request, gives the
-// requests on the wire Config.Grace to be answered, and cancels the rest;
-// the operations never sent end with ErrNotSent. Feed returns nil exactly
-// when every element of ops was read and acknowledged; otherwise its error
-// says how many were not. A Client runs one Feed at a time.
+// When ctx ends, Feed stops reading ops (the next yield returns false),
+// sends no new request, gives the requests on the wire Config.Grace to be
+// answered, and cancels the rest; the operations never sent end with
+// ErrNotSent. Feed returns nil exactly when every element of ops was read
+// and acknowledged; otherwise its error says how many were not. A Client
+// runs one Feed at a time.
 func (c *Client) Feed(ctx context.Context, ops iter.Seq2[Operation, error], done func(Operation, Result, error)) error {
 	if !c.feeding.TryLock() {
 		return errors.New("feed: Feed called while another Feed of the client runs")
@@ -81,40 +97,15 @@ func (c *Client) Feed(ctx context.Context, ops iter.Seq2[Operation, error], done
 		return ErrClosed
 	}
 	defer c.sends.Done()
-	c.done = done
-	c.live.reset()
-	base := c.tally()
-	c.outage.Store(nil)
-	c.tlsErr.Store(nil)
-	c.setupErr.Store(nil)
-	c.broken = nil
-	c.mu.Lock()
-	c.base = base
-	c.unsent, c.lastErr, c.failedIDs = nil, nil, make(map[string]bool, len(c.cfg.HoldBack))
-	for _, id := range c.cfg.HoldBack {
-		c.failedIDs[id] = true
-	}
-	c.refusal, c.refused = "", 0
-	c.mu.Unlock()
-	res := c.run(ctx, ops)
-	// The Sends after the Feed are not halted by its end.
-	c.done = nil
-	c.live.reset()
-	c.mu.Lock()
-	c.last = res
-	c.mu.Unlock()
+	res := c.newRun(ctx, done).feed(ctx, ops)
+	c.lastMu.Lock()
+	c.last = &res
+	c.lastMu.Unlock()
 	if res.Complete() {
 		return nil
 	}
-	var cause error
-	switch {
-	case res.outage != nil:
-		cause = res.outage
-	case res.tlsErr != nil:
-		cause = res.tlsErr
-	case res.setupErr != nil:
-		cause = res.setupErr
-	case ctx.Err() != nil:
+	cause := res.stopped
+	if cause == nil && ctx.Err() != nil {
 		cause = context.Cause(ctx)
 	}
 	msg := fmt.Sprintf("feed: %d of %d elements not acknowledged", res.failed, res.elements)
@@ -136,14 +127,20 @@ func (c *Client) Counts() Progress { return c.snapshot() }
 // state of its limiter, budget and breaker, and what it wrote. Before a
 // Feed has ended, it reports the client's Sends so far.
 func (c *Client) Report() Report {
-	c.mu.Lock()
+	c.lastMu.Lock()
 	last := c.last
-	c.mu.Unlock()
-	if last.wire == nil {
-		c.counters(&last, 0)
-		last.counts = c.snapshot()
+	c.lastMu.Unlock()
+	if last != nil {
+		return *last
 	}
-	return last
+	var res Report
+	k := &c.total
+	res.ok, res.failed, res.unknown = k.ok.Load(), k.failed.Load(), k.unknown.Load()
+	res.notFound, res.condFailed, res.heldBack = k.notFound.Load(), k.condFailed.Load(), k.heldBack.Load()
+	res.refusals = c.refusals.Load()
+	c.fillReport(&res)
+	res.counts = c.snapshot()
+	return res
 }
 
 // Send sends o, waiting until it is acknowledged or has failed, through
@@ -167,11 +164,20 @@ func (c *Client) Send(ctx context.Context, o Operation) (Result, error) {
 	if err := c.outage.Load(); err != nil && c.pause.paused() {
 		return Result{}, &Error{Err: err} // the outage has outlasted MaxOutage, and goes on
 	}
-	release, err := c.order.acquire(ctx, op.id)
-	if err != nil {
-		return Result{}, &Error{Err: err}
+	// Its own copy: the same Operation may be sent by several Sends at once.
+	mine := *op
+	op = &mine
+	op.turn = make(chan struct{})
+	if !c.queues.join(op) {
+		select {
+		case <-op.turn:
+		case <-ctx.Done():
+			if c.queues.quit(op) {
+				return Result{}, &Error{Err: context.Cause(ctx)}
+			}
+		}
 	}
-	defer release()
+	defer c.handOn(op.id)
 	if c.sendSlots != nil { // a fixed concurrency: no limiter to pace the Sends
 		select {
 		case c.sendSlots <- struct{}{}:
@@ -180,11 +186,8 @@ func (c *Client) Send(ctx context.Context, o Operation) (Result, error) {
 			return Result{}, &Error{Err: context.Cause(ctx)}
 		}
 	}
-	_, st := c.sendOp(ctx, op, false)
-	if st.err != nil {
-		return st.result, st.err
-	}
-	return st.result, nil
+	res, err, _ := c.sendOp(ctx, nil, op)
+	return res, err
 }
 
 // Put sends a put of the document id with fields.
@@ -223,42 +226,4 @@ func (c *Client) enter() bool {
 	}
 	c.sends.Add(1)
 	return true
-}
-
-// idOrder lets the Sends on one document id go one at a time, in the
-// order they began.
-type idOrder struct {
-	mu   sync.Mutex
-	last map[string]chan struct{} // per id: closed when the latest Send on it is done
-}
-
-// acquire waits until the Sends on id begun before are done, or ctx ends,
-// and returns the function that lets the next one go.
-func (o *idOrder) acquire(ctx context.Context, id string) (release func(), err error) {
-	mine := make(chan struct{})
-	o.mu.Lock()
-	if o.last == nil {
-		o.last = map[string]chan struct{}{}
-	}
-	prev := o.last[id]
-	o.last[id] = mine
-	o.mu.Unlock()
-	release = func() {
-		o.mu.Lock()
-		if o.last[id] == mine {
-			delete(o.last, id)
-		}
-		o.mu.Unlock()
-		close(mine)
-	}
-	if prev != nil {
-		select {
-		case <-prev:
-		case <-ctx.Done():
-			// The next Send waits for the one before this, not for this.
-			go func() { <-prev; release() }()
-			return nil, context.Cause(ctx)
-		}
-	}
-	return release, nil
 }

@@ -257,20 +257,14 @@ func TestSendOrderPerID(t *testing.T) {
 	}
 	defer c.Close()
 	const n, id = 30, "id:ns:d::same"
-	latest := func() chan struct{} {
-		c.order.mu.Lock()
-		defer c.order.mu.Unlock()
-		return c.order.last[id]
-	}
 	var wg sync.WaitGroup
 	for i := range n {
-		before := latest()
 		wg.Go(func() {
 			if _, err := c.Put(t.Context(), id, json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))); err != nil {
 				t.Errorf("Put %d: %v", i, err)
 			}
 		})
-		for latest() == before { // until Send i has taken its place
+		for c.queues.joins.Load() <= int64(i) { // until Send i has taken its place
 			runtime.Gosched()
 		}
 	}

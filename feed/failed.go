@@ -3,7 +3,6 @@ package feed
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"sync"
 )
@@ -51,41 +50,4 @@ func (w *failedWriter) result() (int64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.n, w.err
-}
-
-// writeRest writes the input that was not fed, read to its end from
-// items, to Config.Failed: the feed stopped early. An operation that
-// cannot be parsed is reported and counted, not written; an input error
-// ends the reading, and res.unread then stays where the unfed input
-// starts.
-func (c *Client) writeRest(res *Report, items <-chan readItem) {
-	c.out.printf("retries feed: writing the input not fed to the -failed file\n")
-	for it := range items {
-		if it.err == nil {
-			c.failedOut.write(it.op)
-			c.tell(it.op.public(), Result{}, &Error{Err: ErrNotSent})
-			continue
-		}
-		if it.err != io.EOF {
-			c.tell(it.pub, Result{}, it.err)
-		}
-		var bad *OperationError
-		switch {
-		case it.err == io.EOF:
-			return
-		case errors.As(it.err, &bad):
-			res.badInput++
-			res.failed++
-			c.out.printf("retries feed: %v (not written)\n", it.err)
-		default:
-			res.badInput++
-			res.failed++
-			c.out.printf("retries feed: %v\n", it.err)
-			var stop *InputError
-			if errors.As(it.err, &stop) {
-				res.unread, c.broken = stop.from, stop
-			}
-			return
-		}
-	}
 }

@@ -46,14 +46,21 @@ type operation struct {
 	condition string // as Operation has them
 	create    bool
 	tag       any
-	seq       int64 // its place among the operations a feed took, from 1
+	seq       int64         // its place among the operations a feed took, from 1
+	run       *run          // the Feed it is an element of; nil for a Send
+	turn      chan struct{} // a Send's: closed when its turn on the document comes (see docQueues)
 }
 
 // ID returns the operation's document id, as the input has it.
 func (op *operation) ID() string { return op.id }
 
 // name is how reports refer to the operation: "line 3: put id:a:b::c".
+// An operation that came from no input line (an iterator's, a Send's) is
+// named without one.
 func (op *operation) name() string {
+	if op.line <= 0 {
+		return op.kind.String() + " " + op.id
+	}
 	return fmt.Sprintf("line %d: %s %s", op.line, op.kind, op.id)
 }
 

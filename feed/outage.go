@@ -240,7 +240,7 @@ func (c *Client) onBreaker(e *endpoint, from, to retries.BreakerState) {
 		}
 	case !all && to == retries.BreakerClosed:
 		if d, ok := c.pause.end(now); ok {
-			if c.running.Load() == &idle { // the next outage of the Sends has its own MaxOutage
+			if c.running.Load() == nil { // the next outage of the Sends has its own MaxOutage
 				c.outage.Store(nil)
 			}
 			c.out.printf("retries feed: resumed: the server answers again, after a pause of %v\n", d.Round(100*time.Millisecond))
@@ -254,7 +254,9 @@ func (c *Client) outageTooLong() {
 	err := &outageError{limit: c.cfg.MaxOutage}
 	if c.outage.CompareAndSwap(nil, err) {
 		c.out.printf("retries feed: stopping: %v\n", err)
-		c.running.Load().stop(err)
+		if r := c.running.Load(); r != nil {
+			r.stop(err, true)
+		}
 		c.live.haltEach(err) // the Sends waiting out the outage too
 	}
 }

@@ -259,8 +259,8 @@ func TestFeedMaxOutage(t *testing.T) {
 	cfg.Failed = &failed
 	res, sum, stderr := runTestFeed(t, context.Background(), cfg, in.String())
 	var oe *outageError
-	if res.Complete() || !errors.As(res.outage, &oe) || sum["retries.maxoutage.exceeded"] != true {
-		t.Errorf("complete %v, outage %v, summary %v; want the feed ended by the outage", res.Complete(), res.outage, sum["retries.maxoutage.exceeded"])
+	if res.Complete() || !errors.As(res.Stopped(), &oe) || sum["retries.maxoutage.exceeded"] != true {
+		t.Errorf("complete %v, outage %v, summary %v; want the feed ended by the outage", res.Complete(), res.Stopped(), sum["retries.maxoutage.exceeded"])
 	}
 	if w := "retries feed: stopping: the server has been out for longer than 200ms (-max-outage)"; !strings.Contains(stderr, w) {
 		t.Errorf("stderr does not say %q:\n%s", w, stderr)
@@ -483,9 +483,10 @@ func TestSettleWritesUnsentInInputOrder(t *testing.T) {
 			ops = append(ops, o)
 		}
 	}
-	c.unsent = []*operation{ops[1], ops[2], ops[0]} // as their goroutines ended
+	r := c.newRun(t.Context(), nil)
+	r.unsent = []*operation{ops[1], ops[2], ops[0]} // as their goroutines ended
 	var res Report
-	c.settle(&res, 0)
+	r.settle(&res)
 	var got []string
 	for _, op := range failedOps(t, failed.Bytes()) {
 		for _, k := range []string{"put", "update", "remove"} {

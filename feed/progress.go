@@ -44,7 +44,7 @@ func (c *Client) snapshot() Progress {
 	w := &c.wire
 	_, _, paused := c.pause.stats()
 	return Progress{Paused: paused,
-		Acknowledged: c.ok.Load(), Failed: c.failed.Load(), InFlight: w.inFlight.Load(),
+		Acknowledged: c.total.ok.Load(), Failed: c.total.failed.Load(), InFlight: w.inFlight.Load(),
 		Requests: w.requests.Load(), Retries: w.retries.Load(), Throttled: w.throttled.Load(),
 		Unavailable: w.unavailable.Load(), Exceptions: w.exceptions.Load(), Limit: limit,
 	}
@@ -63,12 +63,13 @@ func (r Report) Counts() Progress {
 
 // reportProgress reports the feed's progress every Config.Progress until
 // finished is closed.
-func (c *Client) reportProgress(start time.Time, finished <-chan struct{}) {
+func (r *run) reportProgress(start time.Time, finished <-chan struct{}) {
+	c := r.c
 	line, terminal := c.cfg.ProgressLine, c.cfg.Terminal
 	switch {
 	case c.cfg.ProgressJSON:
 		line = func(Progress) string {
-			b := c.current(start).summaryLine()
+			b := r.current(start).summaryLine()
 			return string(b[:len(b)-1])
 		}
 		terminal = false

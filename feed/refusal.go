@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -44,66 +43,63 @@ func refusalOf(status int, kind Kind, body []byte) string {
 // noteRefusal counts a response to op that was not an acknowledgement,
 // and stops the feed when the same refusal of the client has answered
 // each of the first refusedFirst operations.
-func (c *Client) noteRefusal(op *operation, status int, msg string, body []byte) {
+func (r *run) noteRefusal(op *operation, status int, msg string, body []byte) {
+	c := r.c
 	if c.acked.Load() {
 		return
 	}
 	what := refusalOf(status, op.kind, body)
-	c.mu.Lock()
-	if what != "" && what == c.refusal {
-		c.refused++
+	r.mu.Lock()
+	if what != "" && what == r.refusal {
+		r.refused++
 	} else {
-		c.refusal, c.refused = what, 1
+		r.refusal, r.refused = what, 1
 	}
-	n := c.refused
-	c.mu.Unlock()
+	n := r.refused
+	r.mu.Unlock()
 	if what == "" || n < refusedFirst || c.acked.Load() {
 		return
 	}
-	c.stopSetup(fmt.Sprintf("the first %d operations were all refused with %d %s (%s), and every other would be: check -url, -header, -cert and -key",
+	r.stopSetup(fmt.Sprintf("the first %d operations were all refused with %d %s (%s), and every other would be: check -url, -header, -cert and -key",
 		n, status, http.StatusText(status), msg))
 }
 
 // stopSetup ends the feed, its setup being wrong: no new request goes out,
 // and those on the wire are answered.
-func (c *Client) stopSetup(msg string) {
-	e := &setupStop{msg: msg}
-	if c.setupErr.CompareAndSwap(nil, e) {
-		c.out.printf("retries feed: stopping: %s\n", msg)
-		c.running.Load().halt(e)
+func (r *run) stopSetup(msg string) {
+	if r.stop(&setupStop{msg: msg}, false) {
+		r.c.out.printf("retries feed: stopping: %s\n", msg)
 	}
 }
 
-// watchFirstResponse stops the feed if no request has had a response
-// Config.FirstResponse after the first went out: a wrong host or port, or
-// a server that never answers. (A feed waiting for its input sends
-// nothing, and is not stopped.) It returns the function that ends the
-// watch.
-func (c *Client) watchFirstResponse() func() {
-	if c.cfg.FirstResponse <= 0 {
-		return func() {}
+// requestOut is called as each request of the run goes out. At the first,
+// it starts the watch that stops the feed if no request has had a
+// response Config.FirstResponse later: a wrong host or port, or a server
+// that never answers. (A feed waiting for its input sends nothing, and is
+// not stopped.)
+func (r *run) requestOut() {
+	c := r.c
+	if c.cfg.FirstResponse <= 0 || r.firstOut.Load() || !r.firstOut.CompareAndSwap(false, true) {
+		return
 	}
-	var mu sync.Mutex
-	var t *time.Timer
-	ended := false
-	c.wire.onFirst = func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if ended {
-			return
-		}
-		t = time.AfterFunc(c.cfg.FirstResponse, func() {
-			if c.wire.responses.Load() == 0 {
-				c.stopSetup(fmt.Sprintf("no request got a response in %v (%s): check -url", c.cfg.FirstResponse, c.wire.failure()))
-			}
-		})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.watchEnd {
+		return
 	}
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		ended = true
-		if t != nil {
-			t.Stop()
+	r.watch = time.AfterFunc(c.cfg.FirstResponse, func() {
+		if c.wire.responses.Load() == r.responsesAt {
+			r.stopSetup(fmt.Sprintf("no request got a response in %v (%s): check -url", c.cfg.FirstResponse, c.wire.failure()))
 		}
+	})
+}
+
+// endWatch ends the watch of requestOut.
+func (r *run) endWatch() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.watchEnd = true
+	if r.watch != nil {
+		r.watch.Stop()
 	}
 }

@@ -74,7 +74,7 @@ func (r Report) format(pretty bool) []byte {
 		{"retries.limiter", limiterJSON(r.Limiter)},
 		{"retries.budget", budgetJSON(r.Budget, r.refusals)},
 		{"retries.breaker", r.breakerJSON()},
-		{"retries.maxoutage.exceeded", r.outage != nil},
+		{"retries.maxoutage.exceeded", r.OutageExceeded()},
 		{"retries.failedfile.count", r.writtenJSON()},
 		{"retries.endpoints", r.endpoints},
 	}

@@ -67,3 +67,17 @@ func (w *window) give(op *operation) {
 		w.freed = nil
 	}
 }
+
+// watch reports whether nothing is dispatched, and if something is, returns
+// a channel closed at the next give.
+func (w *window) watch() (freed <-chan struct{}, empty bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ops == 0 {
+		return nil, true
+	}
+	if w.freed == nil {
+		w.freed = make(chan struct{})
+	}
+	return w.freed, false
+}

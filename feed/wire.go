@@ -10,7 +10,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,8 +30,7 @@ type wireStats struct {
 	unavailable              atomic.Int64 // 503 responses
 
 	lastFailure atomic.Pointer[string] // the last 5xx or error, described
-	secrets     *strings.Replacer      // redacts the header values sent, in a quoted body
-	onFirst     func()                 // if not nil, called as the first request goes out
+	secrets     *redactor              // redacts the header values sent, in a quoted body
 
 	mu                 sync.Mutex
 	codes              map[int]int64
@@ -100,7 +98,7 @@ type opState struct {
 	// goroutine that sends it.
 	result Result
 	err    *Error
-	ofFeed bool // the operation is an element of a Feed, whose done hears of it
+	run    *run // the operation's Feed; nil for a Send
 	// failedOn are the endpoints on which the operation used up its
 	// attempts and that it left for another (see detour); only the
 	// goroutine that sends it uses it.
@@ -163,13 +161,6 @@ func (l *liveOps) haltLocked(cause error) {
 	for s := range l.ops {
 		s.halt(cause)
 	}
-}
-
-// reset makes l halt nothing: a new Feed begins.
-func (l *liveOps) reset() {
-	l.mu.Lock()
-	l.stopped = nil
-	l.mu.Unlock()
 }
 
 func (l *liveOps) remove(s *opState) {
@@ -272,8 +263,9 @@ func (t wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	if st != nil && !st.enter(req.Context()) {
 		return nil, context.Cause(req.Context())
 	}
-	if t.s.requests.Add(1) == 1 && t.s.onFirst != nil {
-		t.s.onFirst()
+	t.s.requests.Add(1)
+	if st != nil && st.run != nil {
+		st.run.requestOut()
 	}
 	if st != nil && st.attempts.Add(1) > 1 {
 		t.s.retries.Add(1)

@@ -1,0 +1,130 @@
+package feed
+
+import (
+	"net/http"
+	"sync/atomic"
+)
+
+// ending is how an element of a Feed, or a Send, ended.
+type ending uint8
+
+const (
+	endAcked    ending = iota // acknowledged: a 2xx, a 412, a 404 to a remove
+	endFailed                 // not acknowledged: written to Config.Failed
+	endUnknown                // not safe to repeat and may have been applied: written to Config.Unknown
+	endHeldBack               // not sent behind a failed operation on its document: written to Failed
+	endNotSent                // the feed stopped before it went out: written to Failed unless Resumable
+	endRest                   // read after the feed stopped, to write it to Failed: written, not counted
+	endKept                   // Config.BeforeUnsafe kept it (ErrNotSent): neither written nor counted
+	endBadOp                  // an element that is no valid operation (*OperationError): skipped
+	endBadInput               // broken input that ends the reading (*InputError)
+	endElemErr                // another error ops yielded with an element: the reading goes on
+)
+
+// outcome is what became of one element of a Feed or one Send.
+type outcome struct {
+	op     *operation // nil for an element ops yielded with an error
+	elem   Operation  // what ops yielded, handed to done
+	how    ending
+	res    Result
+	cause  error // why it was not acknowledged
+	silent bool  // with endRest and endBadOp: already said
+}
+
+// counts are the outcomes of operations, added to only by finish: a
+// Client's since New, and a run's for its Feed.
+type counts struct {
+	ok, failed, notFound, condFailed, badIn, heldBack, unknown atomic.Int64
+	read                                                       atomic.Int64 // operations read, bad ones included
+}
+
+func (k *counts) add(o *outcome) {
+	switch o.how {
+	case endAcked:
+		k.ok.Add(1)
+		switch o.res.Status {
+		case http.StatusPreconditionFailed:
+			k.condFailed.Add(1)
+		case http.StatusNotFound:
+			k.notFound.Add(1)
+		}
+	case endUnknown:
+		k.unknown.Add(1)
+		k.failed.Add(1)
+	case endHeldBack:
+		k.heldBack.Add(1)
+		k.failed.Add(1)
+	case endBadOp:
+		k.read.Add(1)
+		k.badIn.Add(1)
+		k.failed.Add(1)
+	case endBadInput:
+		k.badIn.Add(1)
+		k.failed.Add(1)
+	case endFailed, endNotSent, endElemErr:
+		k.failed.Add(1)
+	}
+}
+
+// finish is where every outcome lands: it is the only caller of done, of
+// the writers of Config.Failed and Config.Unknown, and of the counts. It
+// runs on the goroutine that reached the outcome, with no lock of the
+// feed held, so that done may call any method of the Client. r is nil for
+// a Send. It returns the error handed to done: nil exactly when the
+// operation was acknowledged.
+func (c *Client) finish(r *run, o outcome) error {
+	c.total.add(&o)
+	if r != nil {
+		r.counts.add(&o)
+	}
+	var err error
+	op := o.op
+	switch o.how {
+	case endAcked:
+		if !c.acked.Load() {
+			c.acked.Store(true)
+		}
+	case endFailed:
+		err = &Error{Status: o.res.Status, Err: o.cause}
+		c.out.printf("retries feed: failed: %s: %v\n", op.name(), o.cause)
+		c.failedOut.write(op)
+	case endUnknown:
+		err = &Error{Status: o.res.Status, Unknown: true, Err: o.cause}
+		c.out.printf("retries feed: failed: %s: %v; the outcome is unknown: it may have been applied\n", op.name(), o.cause)
+		c.unknownOut.write(op)
+	case endHeldBack:
+		err = &Error{Err: ErrHeldBack}
+		c.out.printf("retries feed: not sent: %s: an earlier operation on the document failed\n", op.name())
+		c.failedOut.write(op)
+	case endNotSent:
+		err = &Error{Err: ErrNotSent}
+		if r != nil && r.c.cfg.Resumable {
+			c.out.printf("retries feed: not sent: %s (left to the resumed feed)\n", op.name())
+		} else {
+			c.out.printf("retries feed: not sent: %s\n", op.name())
+			c.failedOut.write(op)
+		}
+	case endRest:
+		err = &Error{Err: ErrNotSent}
+		c.failedOut.write(op)
+	case endKept:
+		err = &Error{Err: o.cause}
+	case endBadOp:
+		err = o.cause
+		if o.silent {
+			c.out.printf("retries feed: %v (not written)\n", err)
+		} else {
+			c.out.printf("retries feed: %v (skipped)\n", err)
+		}
+	case endBadInput, endElemErr:
+		err = o.cause
+		c.out.printf("retries feed: %v\n", err)
+	}
+	if r != nil && (o.how == endFailed || o.how == endUnknown) {
+		r.noteFailure(o.cause)
+	}
+	if r != nil && r.done != nil {
+		r.done(o.elem, o.res, err)
+	}
+	return err
+}

@@ -1,0 +1,435 @@
+package feed
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"io"
+	"iter"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// run is one Feed: what lives while it runs and ends with it. The Client
+// keeps what outlives it (endpoints, transports, limiters, breakers, the
+// budget, the writers).
+type run struct {
+	c    *Client
+	done func(Operation, Result, error)
+	// ctx ends when the caller's context ends or the feed stops: nothing
+	// more is read and no new request goes out. sendCtx is the requests':
+	// it ends Config.Grace after an interrupt, or at once at a stop that
+	// abandons the wire.
+	ctx, sendCtx     context.Context
+	halt, cancelSend context.CancelCauseFunc
+	live             liveOps // the run's operations being sent, halted when ctx ends
+	ops              sync.WaitGroup
+	slots            *window
+	counts           counts
+	refusalsAt       int64 // the Client's budget refusals when the run began
+	responsesAt      int64 // the responses on the wire when the run began
+
+	firstOut atomic.Bool // a request of the run went out (see watchFirstResponse)
+
+	mu        sync.Mutex
+	cause     error           // the first stop's cause
+	failedIDs map[string]bool // documents with a failed operation: later ones are held back
+	unsent    []*operation    // dispatched but not sent: told at the end, in input order
+	lastErr   error
+	refusal   string // the refusal of the client that answered the last operations, from the start; "" for another answer
+	refused   int    // how many in a row
+	broken    *InputError
+	watch     *time.Timer // see watchFirstResponse
+	watchEnd  bool
+}
+
+// newRun returns the run of a Feed under ctx.
+func (c *Client) newRun(ctx context.Context, done func(Operation, Result, error)) *run {
+	r := &run{c: c, done: done, failedIDs: make(map[string]bool, len(c.cfg.HoldBack)),
+		refusalsAt: c.refusals.Load(), responsesAt: c.wire.responses.Load()}
+	for _, id := range c.cfg.HoldBack {
+		r.failedIDs[id] = true
+	}
+	r.ctx, r.halt = context.WithCancelCause(ctx)
+	r.sendCtx, r.cancelSend = context.WithCancelCause(context.WithoutCancel(ctx))
+	r.slots = &window{n: c.slots(), max: cmp.Or(c.cfg.MaxDispatchBytes, DefaultMaxDispatchBytes), limit: c.dispatchLimit(), onWait: c.testWindowWait}
+	return r
+}
+
+// stop ends the feed with cause: nothing more is read and no new request
+// goes out; with abandon (an outage too long, a TLS error) the requests on
+// the wire are canceled too, else (a wrong setup) they are answered. The
+// first cause is the feed's; stop reports whether cause is it.
+func (r *run) stop(cause error, abandon bool) bool {
+	r.mu.Lock()
+	first := r.cause == nil
+	if first {
+		r.cause = cause
+	}
+	r.mu.Unlock()
+	r.halt(cause)
+	if abandon {
+		r.cancelSend(cause)
+	}
+	return first
+}
+
+// stopped returns the first stop's cause, or nil.
+func (r *run) stopped() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cause
+}
+
+// feed reads ops, dispatches each operation, waits for all of them, and
+// reports.
+func (r *run) feed(ctx context.Context, ops iter.Seq2[Operation, error]) Report {
+	c := r.c
+	start := time.Now()
+	defer c.transport.CloseIdleConnections()
+	defer r.halt(nil)
+	defer r.cancelSend(nil)
+	c.running.Store(r)
+	defer c.running.Store(nil)
+	// An interrupt or a stop halts the operations being sent: each ends
+	// unless a request of it is on the wire, and then as that request
+	// leaves it.
+	defer context.AfterFunc(r.ctx, func() { r.live.halt(stopCause(r.ctx)) })()
+	defer r.endWatch()
+	finished := make(chan struct{})
+	graceDone := make(chan struct{})
+	go func() {
+		defer close(graceDone)
+		r.cancelAfterGrace(ctx, finished)
+	}()
+	var progressDone chan struct{}
+	if c.cfg.Progress > 0 {
+		progressDone = make(chan struct{})
+		go func() {
+			defer close(progressDone)
+			r.reportProgress(start, finished)
+		}()
+	}
+	p := newPump()
+	go p.run(ops)
+	res, eof := r.dispatchAll(p)
+	writeRest := !eof && c.failedOut != nil && !c.cfg.Resumable
+	if !eof && !writeRest {
+		if it, ok := p.end(); ok { // taken from ops: told as not sent
+			r.left(&res, it)
+		}
+	}
+	r.ops.Wait()
+	c.pause.disarm() // a feed that ended paused is not stopped later
+	close(finished)
+	<-graceDone // so that it says nothing once the feed is over
+	if progressDone != nil {
+		<-progressDone
+	}
+	r.settle(&res)
+	if !eof {
+		c.out.printf("retries feed: %s: the input from %v on was not read\n", r.why(), res.unread)
+		if writeRest {
+			r.writeRest(&res, p)
+		}
+	}
+	p.end()
+	r.counters(&res, time.Since(start))
+	res.counts = c.snapshot()
+	r.writeUnread(&res)
+	if c.failedOut != nil {
+		res.hasFailedFile = true
+		res.written, res.writeErr = c.failedOut.result()
+		if c.unknownOut != c.failedOut {
+			var err error
+			res.unknownOut, err = c.unknownOut.result()
+			res.writeErr = cmp.Or(res.writeErr, err)
+		}
+		if res.writeErr != nil {
+			c.out.printf("retries feed: writing the operations not acknowledged: %v; the file is incomplete\n", res.writeErr)
+		}
+	}
+	if line := res.shortfall(); line != "" {
+		c.out.printf("retries feed: not fed: %s\n", line)
+	}
+	return res
+}
+
+// why says why the reading ended early.
+func (r *run) why() string {
+	if r.stopped() != nil {
+		return "stopped"
+	}
+	return "interrupted"
+}
+
+// left ends the element the pump held when the feed stopped taking input:
+// taken from ops, it is told like the others.
+func (r *run) left(res *Report, it readItem) {
+	if it.err == io.EOF {
+		return
+	}
+	res.elements++
+	if it.after.line > 0 {
+		res.unread = it.after
+	}
+	if it.err != nil {
+		r.badInput(res, it)
+		return
+	}
+	it.op.seq = r.c.countRead(r)
+	r.addUnsent(it.op)
+}
+
+// countRead counts an operation read, and returns its place in the feed.
+func (c *Client) countRead(r *run) int64 {
+	c.total.read.Add(1)
+	return r.counts.read.Add(1)
+}
+
+// addUnsent keeps op, which the feed's stop left unsent, to be told at the
+// end in input order.
+func (r *run) addUnsent(op *operation) {
+	r.mu.Lock()
+	r.unsent = append(r.unsent, op)
+	r.mu.Unlock()
+}
+
+// noteFailure keeps the error of the last failed operation.
+func (r *run) noteFailure(err error) {
+	r.mu.Lock()
+	r.lastErr = err
+	r.mu.Unlock()
+}
+
+// writeUnread writes the input from the broken JSON that stopped the
+// reading on, if any, to Config.Unread, byte for byte.
+func (r *run) writeUnread(res *Report) {
+	c := r.c
+	var syntax *syntaxError
+	if c.cfg.Unread == nil || r.broken == nil || !errors.As(r.broken.Err, &syntax) {
+		return
+	}
+	rest := r.broken.Rest()
+	if rest == nil {
+		c.out.printf("retries feed: the input from %v on cannot be written: its first bytes are not kept\n", r.broken.from)
+		return
+	}
+	n, err := io.Copy(c.cfg.Unread, rest)
+	res.unreadBytes = n
+	if err != nil {
+		res.writeErr = cmp.Or(res.writeErr, err)
+		c.out.printf("retries feed: writing the unread input: %v\n", err)
+	}
+}
+
+// cancelAfterGrace cancels the requests Config.Grace after ctx ends,
+// unless the feed is finished first.
+func (r *run) cancelAfterGrace(ctx context.Context, finished <-chan struct{}) {
+	c := r.c
+	select {
+	case <-ctx.Done():
+	case <-finished:
+		return
+	}
+	switch n := c.wire.inFlight.Load(); {
+	case n == 0:
+		c.out.printf("retries feed: interrupted: nothing in flight; stopping\n")
+	case c.cfg.Grace > 0:
+		c.out.printf("retries feed: interrupted: waiting up to %v for the %d requests in flight; interrupt again to quit at once\n", c.cfg.Grace, n)
+	default:
+		c.out.printf("retries feed: interrupted: canceling the %d requests in flight\n", n)
+	}
+	t := time.NewTimer(c.cfg.Grace)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		// The interrupt's cause, so that an operation not sent yet ends
+		// as not sent, whichever cancellation reaches it first.
+		r.cancelSend(stopCause(ctx))
+	case <-finished:
+	}
+}
+
+// settle tells every operation read but not sent, in input order, so
+// that the -failed file keeps each document's order (a stop ends their
+// goroutines in any order).
+func (r *run) settle(res *Report) {
+	r.mu.Lock()
+	unsent := r.unsent
+	res.lastErr, res.stopped = r.lastErr, r.cause
+	r.unsent = nil
+	r.mu.Unlock()
+	slices.SortStableFunc(unsent, func(a, b *operation) int { return cmp.Compare(a.seq, b.seq) })
+	for _, op := range unsent {
+		r.c.finish(r, outcome{op: op, elem: op.public(), how: endNotSent})
+	}
+	res.unsent = unsent
+}
+
+// counters fills in res with the run's counts after elapsed.
+func (r *run) counters(res *Report, elapsed time.Duration) {
+	c, k := r.c, &r.counts
+	res.elapsed = elapsed
+	res.ok, res.failed = k.ok.Load(), k.failed.Load()
+	res.notFound, res.condFailed = k.notFound.Load(), k.condFailed.Load()
+	res.operations, res.badInput, res.heldBack, res.unknown = k.read.Load(), k.badIn.Load(), k.heldBack.Load(), k.unknown.Load()
+	res.refusals = c.refusals.Load() - r.refusalsAt
+	c.fillReport(res)
+}
+
+// fillReport fills in what res shares with the Client: the wire, the
+// limiter, the budget, the breaker, the pauses.
+func (c *Client) fillReport(res *Report) {
+	res.inFlight = c.wire.inFlight.Load()
+	first := c.endpoints[0]
+	res.wire, res.Limiter, res.Budget, res.Breaker = &c.wire, first.limiter, c.cfg.Budget, first.breaker
+	res.pauses, res.paused, _ = c.pause.stats()
+	res.endpoints = c.endpointsJSON()
+}
+
+// current returns the feed's counts so far, as a Report for the summary.
+func (r *run) current(start time.Time) Report {
+	var res Report
+	r.counters(&res, time.Since(start))
+	res.hasFailedFile = r.c.failedOut != nil
+	if res.hasFailedFile {
+		res.written, _ = r.c.failedOut.result()
+	}
+	return res
+}
+
+// writeRest writes the input that was not fed, read to its end from p, to
+// Config.Failed: the feed stopped early. An operation that cannot be
+// parsed is reported and counted, not written; an input error ends the
+// reading, and res.unread then stays where the unfed input starts.
+func (r *run) writeRest(res *Report, p *pump) {
+	r.c.out.printf("retries feed: writing the input not fed to the -failed file\n")
+	for {
+		it, ok := p.next(nil)
+		if !ok || it.err == io.EOF {
+			return
+		}
+		res.elements++
+		switch {
+		case it.err == nil:
+			r.c.finish(r, outcome{op: it.op, elem: it.op.public(), how: endRest})
+		case errors.As(it.err, new(*OperationError)):
+			r.c.finish(r, outcome{elem: it.pub, how: endBadOp, cause: it.err, silent: true})
+		default:
+			var stop *InputError
+			if errors.As(it.err, &stop) {
+				res.unread, r.broken = stop.from, stop
+				r.c.finish(r, outcome{elem: it.pub, how: endBadInput, cause: it.err})
+				return
+			}
+			r.c.finish(r, outcome{elem: it.pub, how: endElemErr, cause: it.err})
+		}
+	}
+}
+
+// readItem is what the pump read: an operation, or an error with the
+// Operation it came with.
+type readItem struct {
+	op    *operation
+	err   error
+	pub   Operation // with err: what ops yielded with it
+	after inputPos  // where the input after op or an *OperationError starts; line 0 if unknown
+}
+
+// pump hands what ops yields, each Operation prepared, to the dispatching
+// goroutine from a goroutine of its own, so that an interrupt ends the
+// feed even while a read blocks (a quiet pipe on stdin); that goroutine
+// then stays blocked until the process exits. An element that ops yields
+// is taken (its yield returns true) exactly when it reaches the feed:
+// handed over, or held when the feed stopped taking input (see end).
+type pump struct {
+	items chan readItem
+	stop  chan struct{}
+	left  chan readItem // the element held when stop closed
+
+	mu     sync.Mutex
+	held   int64 // elements the pump took in hand
+	taken  int64 // elements the feed received: held > taken while one is in hand
+	closed bool  // the feed takes no more: ops is told to stop
+}
+
+func newPump() *pump {
+	return &pump{items: make(chan readItem), stop: make(chan struct{}), left: make(chan readItem, 1)}
+}
+
+// run yields ops to the feed, until ops ends (then io.EOF) or the feed
+// takes no more.
+func (p *pump) run(ops iter.Seq2[Operation, error]) {
+	for o, err := range ops {
+		it := readItem{err: err, pub: o}
+		var bad *OperationError
+		switch {
+		case err == nil:
+			if it.op, err = prepare(o); err != nil {
+				it.err = &OperationError{Line: o.Line, Err: err}
+			} else {
+				it.after = it.op.after
+			}
+		case errors.As(err, &bad):
+			it.after = bad.after
+		}
+		if !p.give(it) {
+			return
+		}
+	}
+	p.give(readItem{err: io.EOF})
+}
+
+// give hands it to the feed, or, when the feed stopped taking input while
+// give waited, leaves it for end; it reports false when the feed had
+// stopped before it came: then it is not taken, and ops is told to stop.
+func (p *pump) give(it readItem) bool {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return false
+	}
+	p.held++
+	p.mu.Unlock()
+	select {
+	case p.items <- it:
+		return true
+	case <-p.stop:
+		p.left <- it // taken: end hands it to the feed
+		return true
+	}
+}
+
+// next returns the next element, or false when done ends first.
+func (p *pump) next(done <-chan struct{}) (readItem, bool) {
+	select {
+	case it := <-p.items:
+		p.mu.Lock()
+		p.taken++
+		p.mu.Unlock()
+		return it, true
+	case <-done:
+		return readItem{}, false
+	}
+}
+
+// end stops the pump, and returns the element it held, if any: taken from
+// ops but not handed over.
+func (p *pump) end() (readItem, bool) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return readItem{}, false
+	}
+	p.closed = true
+	close(p.stop)
+	holding := p.held > p.taken
+	p.mu.Unlock()
+	if !holding {
+		return readItem{}, false
+	}
+	return <-p.left, true
+}

@@ -1,0 +1,246 @@
+package feed
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// sendFeedOp sends op of run r, and reports whether the later operations
+// on its document may go: it was acknowledged, or kept by
+// Config.BeforeUnsafe for another feed.
+func (c *Client) sendFeedOp(r *run, op *operation) bool {
+	_, _, how := c.sendOp(r.sendCtx, r, op)
+	return how == endAcked || how == endKept
+}
+
+// sendOp sends op, of run r or of a Send (r nil), to an endpoint through
+// the retrying clients, moving it to another when its endpoint fails it
+// (see detour and redial), and finishes it: it returns its Result, the
+// error finish handed out, and how it ended.
+func (c *Client) sendOp(ctx context.Context, r *run, op *operation) (Result, error, ending) {
+	ctx, st, cancel := withOpState(ctx)
+	st.run = r
+	defer cancel(nil)
+	// An interrupt ends the operation unless a request of it is on the
+	// wire; then as that request leaves it.
+	live := &c.live
+	if r != nil {
+		live = &r.live
+	}
+	live.add(st)
+	defer live.remove(st)
+	if !op.safe && c.cfg.BeforeUnsafe != nil {
+		if err := c.cfg.BeforeUnsafe(ctx, op.public()); err != nil {
+			switch {
+			case errors.Is(err, ErrNotSent): // the caller keeps it
+				return c.end(r, op, st, verdict{how: endKept, cause: err})
+			case ctx.Err() == nil:
+				st.maybeApplied.Store(true) // by an earlier feed
+			default:
+				err = context.Cause(ctx)
+			}
+			return c.end(r, op, st, verdict{how: endFailed, cause: err})
+		}
+	}
+	if c.cfg.Timeout > 0 {
+		defer c.pause.withTimeout(cancel, c.cfg.Timeout)()
+	}
+	for {
+		e := c.route(st.failedOn)
+		e.sent.Add(1)
+		e.ops.Add(1)
+		stay, leave := e.within(ctx, st)
+		v := c.sendTo(stay, e, op, st)
+		leave()
+		e.ops.Add(-1)
+		switch {
+		case !v.moved:
+			return c.end(r, op, st, v)
+		case ctx.Err() != nil: // the operation's own context ended as it moved
+			return c.end(r, op, st, verdict{how: endFailed, cause: context.Cause(ctx)})
+		}
+	}
+}
+
+// verdict is what one stay of an operation on an endpoint came to.
+type verdict struct {
+	how    ending // endAcked or endFailed
+	moved  bool   // it goes to an endpoint again, and is not finished
+	status int    // the last response's, or 0
+	cause  error  // with endFailed, why
+	msg    string // the server's message with an answer that is not a 2xx
+	trace  string
+}
+
+// end finishes op, which ended with v. An operation that failed because
+// the feed stopped before a request of it went out is not sent: it is
+// told at the end, in input order; one not safe to repeat whose request
+// may have been applied has an unknown outcome.
+func (c *Client) end(r *run, op *operation, st *opState, v verdict) (Result, error, ending) {
+	res := Result{Status: v.status, Attempts: int(st.attempts.Load()), Message: v.msg, Trace: v.trace}
+	how := v.how
+	if how == endFailed {
+		if r != nil && res.Attempts == 0 && r.ctx.Err() != nil && errors.Is(v.cause, stopCause(r.ctx)) {
+			r.addUnsent(op)
+			return res, &Error{Err: ErrNotSent}, endNotSent
+		}
+		if st.unknown(op) {
+			how = endUnknown
+		}
+	}
+	var elem Operation
+	if r != nil {
+		elem = op.public()
+	}
+	err := c.finish(r, outcome{op: op, elem: elem, how: how, res: res, cause: v.cause})
+	return res, err, how
+}
+
+// sendTo sends op to e, and says what came of it: acknowledged, failed,
+// or moved away to be sent again (see detour and redial).
+func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opState) verdict {
+	req, err := c.newRequest(ctx, e, op)
+	if err != nil {
+		return verdict{how: endFailed, cause: err}
+	}
+	client := e.safeOps
+	if !op.safe {
+		client = e.unsafeOps
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return c.classifyError(ctx, e, op, st, err)
+	}
+	if resp.StatusCode/100 == 2 {
+		// Nothing in a success is read: drain it (bounded) so that the
+		// connection is reused, without a buffer of its own.
+		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
+		_ = resp.Body.Close()
+		return verdict{how: endAcked, status: resp.StatusCode}
+	}
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	v := verdict{how: endFailed, status: resp.StatusCode, msg: message(data, c.wire.secrets)}
+	if c.cfg.TraceLevel > 0 {
+		v.trace = trace(data, c.wire.secrets)
+	}
+	switch {
+	case resp.StatusCode == http.StatusPreconditionFailed, // an answer: the condition was not met
+		resp.StatusCode == http.StatusNotFound && op.kind == Remove: // an answer: there was nothing to remove
+		v.how = endAcked
+	case c.detour(ctx, e, op, st, resp, nil):
+		return verdict{moved: true}
+	default:
+		msg := v.msg
+		if v.trace != "" {
+			msg += "; trace: " + v.trace
+		}
+		v.cause = fmt.Errorf("%s: %s", resp.Status, msg)
+		if r := st.run; r != nil {
+			r.noteRefusal(op, resp.StatusCode, v.msg, data)
+		}
+	}
+	return v
+}
+
+// classifyError says what an error from the retrying clients comes to:
+// a move to an endpoint again, or a failure.
+func (c *Client) classifyError(ctx context.Context, e *endpoint, op *operation, st *opState, err error) verdict {
+	if errors.Is(err, errMoved) { // nothing of it was on the wire when it moved
+		return verdict{moved: true}
+	}
+	// The report names the operation; the client's *url.Error would name
+	// its URL again.
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		err = ue.Err
+	}
+	// An outage that outlasted MaxOutage, or a TLS error elsewhere, is the
+	// whole story; a timeout is named by the error itself (the context's
+	// cause).
+	cause := context.Cause(ctx)
+	if errors.As(cause, new(*outageError)) || errors.As(cause, new(*tlsStop)) {
+		err = cause
+	}
+	if isTLSError(err) {
+		c.stopOnTLS(st.run, err)
+	}
+	status := 0
+	var refused *refusedAfter
+	if errors.As(err, &refused) {
+		status = refused.status
+	}
+	if c.detour(ctx, e, op, st, nil, err) || c.redial(ctx, op, st, err) {
+		return verdict{moved: true}
+	}
+	return verdict{how: endFailed, status: status, cause: err}
+}
+
+// newRequest returns the request of op to e: its method, URL with the
+// feed's parameters, headers and body, gzipped as Config.Compression says.
+func (c *Client) newRequest(ctx context.Context, e *endpoint, op *operation) (*http.Request, error) {
+	var body io.Reader
+	gzipped := false
+	if op.body != nil {
+		var b []byte
+		b, gzipped = wireBody(op.body, c.cfg.Compression)
+		body = bytes.NewReader(b)
+	}
+	target := e.base + op.path
+	if c.params != "" {
+		sep := "?"
+		if strings.Contains(op.path, "?") {
+			sep = "&"
+		}
+		target += sep + c.params
+	}
+	req, err := http.NewRequestWithContext(ctx, op.kind.method(), target, body)
+	if err != nil {
+		return nil, err
+	}
+	for name, vs := range c.cfg.Header {
+		req.Header[name] = vs
+	}
+	if h := c.cfg.Header.Get("Host"); h != "" {
+		req.Host = h
+	}
+	// Shared, never modified: no allocation per request.
+	if op.body != nil {
+		req.Header["Content-Type"] = jsonContentType
+	}
+	if gzipped {
+		req.Header["Content-Encoding"] = gzipEncoding
+	}
+	return req, nil
+}
+
+// The header values of every request with a body, shared.
+var (
+	jsonContentType = []string{"application/json"}
+	gzipEncoding    = []string{"gzip"}
+)
+
+// tlsStop is the cause of every operation's end after a TLS error.
+type tlsStop struct{ err error }
+
+func (e *tlsStop) Error() string { return "stopped by a TLS error: " + e.err.Error() }
+
+// stopOnTLS ends the feed of r, if any, at the first TLS error: every
+// later attempt would fail the same way.
+func (c *Client) stopOnTLS(r *run, err error) {
+	if r == nil {
+		r = c.running.Load()
+	}
+	if r == nil {
+		return
+	}
+	if e := (&tlsStop{err: err}); r.stop(e, true) {
+		c.out.printf("retries feed: stopping: TLS: %v\n", err)
+	}
+}
