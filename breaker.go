@@ -1,6 +1,7 @@
 package retries
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"sync"
@@ -60,6 +61,17 @@ type BreakerConfig struct {
 	// them neither as failures nor as successes. The zero Predicate means
 	// a 429, or a 503 with a Retry-After header.
 	Backpressure Predicate
+	// Window is how many of the most recent outcomes decide whether the
+	// breaker opens; 0 means 20.
+	Window int
+	// Failures is how many failures among the Window most recent outcomes
+	// open the breaker; 0 means 15, or three quarters of Window when
+	// Window is set. A Failures above Window turns this rule off.
+	Failures int
+	// Streak is how many failures in a row, spanning at least a second
+	// (or with no success ever), open the breaker; 0 means 5, and a
+	// negative Streak turns this rule off.
+	Streak int
 }
 
 // Breaker stops attempts to a server that has gone away, and lets them
@@ -67,7 +79,8 @@ type BreakerConfig struct {
 //
 // It opens when failures dominate the recent outcomes: 15 of the last 20
 // attempts, or 5 failures in a row over at least a second (or with no
-// success ever). A failure is a retried outcome that is not backpressure
+// success ever); BreakerConfig's Window, Failures and Streak change these
+// numbers. A failure is a retried outcome that is not backpressure
 // (BreakerConfig.Backpressure), or, retried or not, a 5xx, a connection
 // error ([IsConnectionError]) or a timed-out attempt ([ErrAttemptTimeout]).
 // A success is any other answer (a 404, a 412). Backpressure, any other
@@ -93,17 +106,17 @@ type Breaker struct {
 	mu          sync.Mutex
 	notify      sync.Mutex // held while OnStateChange runs, taken before mu is released
 	state       BreakerState
-	recent      [breakerWindow]bool // the last outcomes, true for a failure
-	next        int                 // where the next outcome goes in recent
-	seen        int                 // outcomes in recent, up to breakerWindow
-	failures    int                 // failures in recent
-	streak      int                 // failures since the last success
-	streakSince time.Time           // when the first of them was reported; zero before any success
-	interval    time.Duration       // between probes, while open
-	probeAt     time.Time           // when the next probe may go
-	probing     bool                // a probe is in flight
-	wake        chan struct{}       // closed when the waiters should look again
-	timer       *time.Timer         // closes wake when the next probe is due
+	recent      []bool        // the last outcomes, true for a failure; made at the first
+	next        int           // where the next outcome goes in recent
+	seen        int           // outcomes in recent, up to len(recent)
+	failures    int           // failures in recent
+	streak      int           // failures since the last success
+	streakSince time.Time     // when the first of them was reported; zero before any success
+	interval    time.Duration // between probes, while open
+	probeAt     time.Time     // when the next probe may go
+	probing     bool          // a probe is in flight
+	wake        chan struct{} // closed when the waiters should look again
+	timer       *time.Timer   // closes wake when the next probe is due
 
 	opened              int64
 	openSince           time.Time
@@ -123,9 +136,13 @@ const (
 
 // NewBreaker returns a closed Breaker configured by c.
 //
-// NewBreaker panics if c.MaxProbeInterval is negative.
+// NewBreaker panics if c.MaxProbeInterval, c.Window or c.Failures is
+// negative.
 func NewBreaker(c BreakerConfig) *Breaker {
 	checkNonNegative("NewBreaker", "MaxProbeInterval", c.MaxProbeInterval)
+	if c.Window < 0 || c.Failures < 0 {
+		panic("retries: NewBreaker: negative Window or Failures")
+	}
 	if c.MaxProbeInterval == 0 {
 		c.MaxProbeInterval = breakerMaxWait
 	}
@@ -320,21 +337,32 @@ func (b *Breaker) unlock(from BreakerState) {
 
 // record puts an outcome in the window of recent ones.
 func (b *Breaker) record(failed bool) {
-	if b.seen == breakerWindow && b.recent[b.next] {
+	if b.recent == nil {
+		b.recent = make([]bool, cmp.Or(b.cfg.Window, breakerWindow))
+	}
+	if b.seen == len(b.recent) && b.recent[b.next] {
 		b.failures--
 	}
 	b.recent[b.next] = failed
 	if failed {
 		b.failures++
 	}
-	b.next = (b.next + 1) % breakerWindow
-	b.seen = min(b.seen+1, breakerWindow)
+	b.next = (b.next + 1) % len(b.recent)
+	b.seen = min(b.seen+1, len(b.recent))
 }
 
 // failing reports whether failures dominate the recent outcomes.
 func (b *Breaker) failing(now time.Time) bool {
-	return b.failures >= breakerOpenAt ||
-		b.streak >= breakerStreak && now.Sub(b.streakSince) >= breakerQuiet
+	openAt := b.cfg.Failures
+	if openAt == 0 {
+		openAt = breakerOpenAt
+		if b.cfg.Window > 0 {
+			openAt = max(1, b.cfg.Window*3/4)
+		}
+	}
+	streak := cmp.Or(b.cfg.Streak, breakerStreak)
+	return b.failures >= openAt ||
+		streak > 0 && b.streak >= streak && now.Sub(b.streakSince) >= breakerQuiet
 }
 
 // open opens the breaker, or keeps it open, with the next probe due after
@@ -367,7 +395,8 @@ func (b *Breaker) probeDue() {
 func (b *Breaker) close(now time.Time) {
 	b.state = BreakerClosed
 	b.openFor += now.Sub(b.openSince)
-	b.failures, b.seen, b.next, b.recent = 0, 0, 0, [breakerWindow]bool{}
+	b.failures, b.seen, b.next = 0, 0, 0
+	clear(b.recent)
 	if b.timer != nil {
 		b.timer.Stop()
 	}

@@ -604,3 +604,51 @@ func TestBreakerJudgesForItself(t *testing.T) {
 		})
 	}
 }
+
+// TestBreakerThresholds: Window, Failures and Streak set when the breaker
+// opens. A call that fails every other attempt never opens the default
+// breaker (10 of 20 is below 15, and no 5 in a row), opens one that opens
+// at 10 of 20, and one of Window 4 and Failures 2; a Streak of 2 opens
+// on two failures in a row spanning a second, and a negative Streak never.
+func TestBreakerThresholds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		cfg      retries.BreakerConfig
+		pattern  []bool // failures, repeated
+		wantOpen bool
+	}{
+		{"default, every other", retries.BreakerConfig{}, []bool{true, false}, false},
+		{"10 of 20", retries.BreakerConfig{Failures: 10}, []bool{true, false}, true},
+		{"window 4, 2 failures, one in four", retries.BreakerConfig{Window: 4, Failures: 2}, []bool{true, false, false, false}, false},
+		{"window 4, 2 failures, every other", retries.BreakerConfig{Window: 4, Failures: 2}, []bool{true, false}, true},
+		{"window 4 opens at 3", retries.BreakerConfig{Window: 4}, []bool{true, true, false}, true},
+		{"streak 2", retries.BreakerConfig{Streak: 2, Failures: 100}, []bool{true, true, false}, true},
+		{"no streak", retries.BreakerConfig{Streak: -1, Failures: 100}, []bool{true, true, true, true, true, true, false}, false},
+		{"default streak", retries.BreakerConfig{Failures: 100}, []bool{true, true, true, true, true, true, false}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := retries.NewBreaker(tc.cfg)
+				p := retries.New(retries.WithStop(retries.StopAfterAttempt(1)), retries.WithBreaker(b))
+				attempt := 0
+				for range 60 {
+					_ = p.Do(t.Context(), func(context.Context) error {
+						time.Sleep(300 * time.Millisecond) // a streak spans a second
+						attempt++
+						if tc.pattern[(attempt-1)%len(tc.pattern)] {
+							return errDown
+						}
+						return nil
+					})
+					if b.Stats().Opened > 0 {
+						break
+					}
+				}
+				if got := b.Stats().Opened > 0; got != tc.wantOpen {
+					t.Errorf("opened %v, want %v (%+v)", got, tc.wantOpen, b.Stats())
+				}
+			})
+		})
+	}
+}

@@ -78,6 +78,12 @@ type Config struct {
 	FirstResponse time.Duration
 	// MaxProbeInterval is the breaker's (see retries.BreakerConfig).
 	MaxProbeInterval time.Duration
+	// BreakerWindow, BreakerFailures and BreakerStreak say when each
+	// endpoint's breaker opens: retries.BreakerConfig's Window, Failures
+	// and Streak (0: 15 failures of the last 20 requests, or 5 in a row
+	// over a second). A server that fails about half its requests opens
+	// the default breaker now and then; see docs/feed.md.
+	BreakerWindow, BreakerFailures, BreakerStreak int
 	// Failed, if not nil, receives every operation of the input that was
 	// not acknowledged, in feed format, one a line: those that failed,
 	// those not sent, and the input not read when the feed stopped early.

@@ -194,16 +194,17 @@ func TestFeedAndSendAtOnce(t *testing.T) {
 }
 
 // TestFeedProbesWhenNothingIsLeft: a server fails every request with a
-// 500 (not retried) until the breaker opens, and answers from then on.
-// The operations in flight when it opened have all failed, so nothing is
-// left waiting at the breaker; the paused feed still sends one operation
-// to wait for the probe, the probe's success closes the breaker, and the
-// feed goes on. It used to stay silent until MaxOutage.
+// 500 (not retried) until the breaker has sent its third probe, and
+// answers from then on. Each operation that waits for a probe fails with
+// it, so nothing is left waiting at the breaker; the paused feed still
+// sends one operation at a time to wait for the next probe, one probe's
+// success closes the breaker, and the feed goes on. It used to stay
+// silent until MaxOutage after the first probe failed.
 func TestFeedProbesWhenNothingIsLeft(t *testing.T) {
 	t.Parallel()
 	var c *Client
 	srv := feedtest.New(t, func(*http.Request, int) int {
-		if c.endpoints[0].breaker.Stats().Opened == 0 {
+		if c.endpoints[0].breaker.Stats().Probes < 3 {
 			return http.StatusInternalServerError
 		}
 		return 0

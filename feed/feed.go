@@ -76,6 +76,9 @@ func New(cfg Config) (*Client, error) {
 			return nil, fmt.Errorf("URL %q: want http://HOST[:PORT] or https://…", raw)
 		}
 	}
+	if cfg.BreakerWindow < 0 || cfg.BreakerFailures < 0 {
+		return nil, errors.New("BreakerWindow and BreakerFailures must not be negative")
+	}
 	cfg = withDefaults(cfg)
 	c := &Client{cfg: cfg, out: &lockedWriter{w: cfg.Log}}
 	if cfg.Concurrency > 0 {
@@ -120,6 +123,7 @@ func (c *Client) newEndpoint(raw string) *endpoint {
 	e := &endpoint{url: raw, base: strings.TrimRight(raw, "/"), multi: len(cfg.URLs) > 1}
 	e.move, e.moveNow = context.WithCancelCause(context.Background())
 	e.breaker = retries.NewBreaker(retries.BreakerConfig{MaxProbeInterval: cfg.MaxProbeInterval,
+		Window: cfg.BreakerWindow, Failures: cfg.BreakerFailures, Streak: cfg.BreakerStreak,
 		OnStateChange: func(from, to retries.BreakerState) { c.onBreaker(e, from, to) }})
 	inner := cfg.Inner.Copy(retries.WithBreaker(e.breaker), retries.WithObserver(cfg.Calls))
 	if cfg.Concurrency == 0 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -145,6 +146,7 @@ type feedFlags struct {
 	serverTimeout            time.Duration
 	dryRun                   bool
 	header                   headerFlag
+	breaker                  struct{ window, failures, streak int }
 }
 
 // addFeedFlags defines the feed command's flags on fs.
@@ -171,6 +173,9 @@ func addFeedFlags(fs *flag.FlagSet, f *feedFlags) {
 	fs.StringVar(&f.cert, "cert", "", "the client certificate, a PEM `FILE`, for mutual TLS on https URLs; read again when it changes")
 	fs.StringVar(&f.key, "key", "", "the client certificate's private key, a PEM `FILE`")
 	fs.StringVar(&f.ca, "ca", "", "trust the CA certificates of this PEM `FILE` instead of the system's")
+	fs.IntVar(&f.breaker.window, "breaker-window", 20, "the breaker opens when -breaker-failures of the last `N` requests failed")
+	fs.IntVar(&f.breaker.failures, "breaker-failures", 15, "the failures among the last -breaker-window requests that open the breaker (`N`)")
+	fs.IntVar(&f.breaker.streak, "breaker-streak", 5, "the breaker also opens on `N` failures in a row over at least a second; 0: never")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "send dryRun=true: the server parses each operation and writes nothing (a speed test of the client and network)")
 }
 
@@ -296,6 +301,8 @@ func (f *feedFlags) check(pos []string) error {
 		return usageErrorf("feed: -max-outage %v: must not be negative", f.maxOutage)
 	case f.progress < 0:
 		return usageErrorf("feed: -progress %v: must not be negative", f.progress)
+	case f.breaker.window < 1 || f.breaker.failures < 1 || f.breaker.streak < 0:
+		return usageErrorf("feed: -breaker-window and -breaker-failures must be at least 1, -breaker-streak at least 0")
 	case f.serverTimeout != 0 && f.serverTimeout < time.Millisecond:
 		return usageErrorf("feed: -server-timeout %v: want 0 or at least 1ms", f.serverTimeout)
 	}
@@ -328,6 +335,7 @@ func (f *feedFlags) config(stderr io.Writer) (feed.Config, error) {
 		Timeout: orNone(f.timeout), Grace: orNone(f.grace), MaxOutage: orNone(f.maxOutage),
 		Route: f.route, TraceLevel: f.trace, ServerTimeout: f.serverTimeout, DryRun: f.dryRun, Compression: compression,
 		Progress: f.progress, ProgressJSON: f.progressJSON, Log: stderr,
+		BreakerWindow: f.breaker.window, BreakerFailures: f.breaker.failures, BreakerStreak: cmp.Or(f.breaker.streak, -1),
 	}
 	if f.quiet {
 		cfg.Progress = 0
