@@ -3,8 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,20 +16,18 @@ import (
 	"time"
 
 	"github.com/seed32e55400/retries/feed"
+	"github.com/seed32e55400/retries/internal/ledger"
 )
 
 // Checkpoints of -checkpoint FILE.
 const (
-	// checkpointVersion is the format of the file.
-	checkpointVersion = 1
-	// checkpointEvery is the most often the file is rewritten.
+	// checkpointVersion is the format of the file: 2 lists the
+	// reservations and the input's hashes; 1, a frontier and the hash of
+	// the first MiB, is read too.
+	checkpointVersion = 2
+	// checkpointEvery is the most often the file is rewritten when no
+	// operation waits for a reservation.
 	checkpointEvery = time.Second
-	// checkpointHead is how much of the input's start the file's hash
-	// covers, to tell the input it was made from.
-	checkpointHead = 1 << 20
-	// minReserve is the fewest elements past the last one read that a
-	// rewrite reserves: see checkpoint.
-	minReserve = 256
 )
 
 // errSentBefore is why an operation not safe to repeat is not sent again
@@ -39,15 +35,20 @@ const (
 // recorded.
 var errSentBefore = errors.New("it may have been in flight when an earlier feed stopped")
 
-// checkpointFile is what -checkpoint FILE holds: where the input is fed up
-// to, and what is done past that. Ordinals count the input's elements
-// (operations and invalid operations) from the watermark's, 0.
+// checkpointFile is what -checkpoint FILE holds: which input it is of,
+// where the input is fed up to, and what is done and may have been sent
+// past that. Ordinals count the input's elements (operations and invalid
+// operations) from the watermark's, 0.
 type checkpointFile struct {
 	Version int   `json:"version"`
 	Size    int64 `json:"size"` // the input's size
-	// Head is the SHA-256 of the input's first MiB.
-	Head  string `json:"head"`
+	// Head is the hash of the input's first MiB (version 1 only).
+	Head  string `json:"head,omitempty"`
 	Array bool   `json:"array"` // the input is one JSON array
+	// Chunks and Tail are the hashes of what the feeds read of the input
+	// (see inputHash): a resume refuses an input that differs.
+	Chunks []string  `json:"chunks,omitempty"`
+	Tail   inputTail `json:"tail"`
 	// Failed is the -failed FILE, and FailedSize and UnknownSize how much
 	// of FILE and FILE.unknown the checkpoint covers.
 	Failed      string `json:"failed,omitempty"`
@@ -60,61 +61,63 @@ type checkpointFile struct {
 	Line   int   `json:"line"`
 	// Done are the runs of elements done from the watermark on, each
 	// [first, last] ordinals.
-	Done [][2]int64 `json:"done,omitempty"`
-	// Reserved is the ordinal before which an operation not safe to
-	// repeat may have been sent: one not done is not sent again.
-	Reserved int64 `json:"reserved"`
+	Done []ledger.Run `json:"done,omitempty"`
+	// Reserved are the runs of operations not safe to repeat that may
+	// have been sent and are not done: a resumed feed reports them as of
+	// unknown outcome and does not send them again. (Version 1 held a
+	// frontier: every operation below it.)
+	Reserved reservedRuns `json:"reserved"`
 	// Complete is set once a feed read the whole input and reported every
 	// element of it.
 	Complete bool `json:"complete,omitempty"`
 }
 
-// ckEntry is one element of the input read since the watermark.
-type ckEntry struct {
-	ord  int64 // its ordinal in this feed's reading, which starts at the watermark
-	off  int64
-	line int
-	done bool
+// reservedRuns are the reserved runs; a version 1 file's frontier N reads
+// as the run [0, N-1].
+type reservedRuns []ledger.Run
+
+func (r *reservedRuns) UnmarshalJSON(b []byte) error {
+	var n int64
+	if json.Unmarshal(b, &n) == nil {
+		*r = nil
+		if n > 0 {
+			*r = reservedRuns{{0, n - 1}}
+		}
+		return nil
+	}
+	return json.Unmarshal(b, (*[]ledger.Run)(r))
 }
 
-// checkpoint keeps -checkpoint FILE while the feed runs. Elements are
-// numbered as they are read, from the watermark the feed resumed from;
-// queue holds them from the current watermark on.
+// checkpoint keeps -checkpoint FILE while the feed runs. Its ledger
+// numbers the elements as they are read, from the watermark the feed
+// resumed from.
 //
 // Two rules keep it true after a crash at any point:
 //   - FILE covers an element only once the element is done, and once what
 //     the feed wrote of it to the -failed files is on disk: a rewrite
 //     takes its snapshot while no write to them is between its Write and
 //     its report (see snapshot), and syncs them before FILE is written.
-//   - An operation not safe to repeat is sent only when its ordinal is
-//     below the Reserved of a FILE already on disk: the resumed feed
-//     counts every such operation not done as possibly sent, and never
-//     sends it again. Each rewrite reserves the elements that the next
-//     second will likely read (half as many again as the last second
-//     read, and at least 256), so that an operation rarely waits, at
-//     the cost of reporting, after a crash, the reserved operations that
-//     had not gone out yet as of unknown outcome too.
+//   - An operation not safe to repeat is sent only once a FILE on disk
+//     lists it as reserved: the resumed feed reports every such operation
+//     not done as of unknown outcome, and never sends it again. The
+//     operations about to go out ask together: a rewrite takes every
+//     reservation asked for since the last one, with one sync for all (a
+//     group commit), so that what a crash leaves unknown is what may have
+//     been on the wire then.
 type checkpoint struct {
-	path string
-	file checkpointFile // the identity fields, and what the last rewrite wrote
-
-	// From the checkpoint this feed resumed from: what is done and what
-	// may have been sent before.
-	prevDone     [][2]int64
-	prevReserved int64
-	resumed      bool
-	skipped      int64 // elements skipped as done before
+	path    string
+	file    checkpointFile // the identity fields, and what the last rewrite wrote
+	resumed bool
+	skipped int64 // elements skipped as done before
+	led     *ledger.Ledger
+	hash    *inputHash
 
 	mu       sync.Mutex
 	cond     *sync.Cond
-	queue    []ckEntry     // in input order: their offsets rise
-	next     int64         // the ordinal of the next element read
-	reserved int64         // unsafe operations with a lower ordinal may go out
-	raised   chan struct{} // closed when reserved rises
-	readLast int64         // next at the last rewrite
-	onDisk   bool          // this feed has written FILE
-	eof      bool          // the whole input was read
-	clean    bool          // the feed has ended: nothing is in flight
+	prevDone []ledger.Run // from the checkpoint resumed from, still ahead of the reading
+	onDisk   bool         // this feed has written FILE
+	eof      bool         // the whole input was read
+	clean    bool         // the feed has ended: nothing is in flight
 
 	// The -failed files' writes: written counts the Writes begun, told
 	// the operations reported as written; a snapshot waits for the two to
@@ -132,14 +135,24 @@ type checkpoint struct {
 // there, if in is the input it was made from, or a new one. failed is the
 // -failed FILE, which must be the one the checkpoint was made with.
 func openCheckpoint(path string, in *os.File, failed string) (*checkpoint, error) {
-	id, err := identify(in)
+	st, err := in.Stat()
 	if err != nil {
 		return nil, err
 	}
-	id.Line = 1
-	ck := &checkpoint{path: path, file: id, raised: make(chan struct{})}
+	if !st.Mode().IsRegular() {
+		return nil, errors.New("the input is not a regular file: a pipe cannot be resumed")
+	}
+	head := make([]byte, 4096)
+	n, err := io.ReadFull(in, head)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		return nil, err
+	}
+	if _, err := in.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	id := checkpointFile{Version: checkpointVersion, Size: st.Size(), Array: isArray(head[:n]), Line: 1, Failed: failed}
+	ck := &checkpoint{path: path, file: id, led: ledger.New(nil), hash: &inputHash{}}
 	ck.cond = sync.NewCond(&ck.mu)
-	ck.file.Failed = failed
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -148,45 +161,30 @@ func openCheckpoint(path string, in *os.File, failed string) (*checkpoint, error
 		return nil, err
 	}
 	var prev checkpointFile
-	if err := json.Unmarshal(data, &prev); err != nil || prev.Version != checkpointVersion {
+	if err := json.Unmarshal(data, &prev); err != nil || prev.Version < 1 || prev.Version > checkpointVersion {
 		return nil, fmt.Errorf("%s is not a checkpoint of this version of retries feed", path)
 	}
 	switch {
-	case prev.Size != id.Size || prev.Head != id.Head:
-		return nil, fmt.Errorf("%s was made from another input (size %d, not %d, or other content): remove it to feed this input from its start", path, prev.Size, id.Size)
+	case prev.Size != id.Size:
+		return nil, fmt.Errorf("%s was made from another input, of %d bytes where this one has %d: remove it to feed this input from its start", path, prev.Size, id.Size)
+	case prev.Array != id.Array:
+		return nil, fmt.Errorf("%s was made from another input (a JSON array where this is not, or the other way round): remove it to feed this input from its start", path)
 	case prev.Failed != failed:
 		return nil, fmt.Errorf("%s was made with -failed %q: resume with the same", path, prev.Failed)
 	case prev.Offset < 0 || prev.Offset > id.Size || prev.Line < 1:
 		return nil, fmt.Errorf("%s is damaged: its offset %d is outside the input", path, prev.Offset)
 	}
-	ck.file = prev
-	ck.resumed = true
-	ck.prevDone, ck.prevReserved = prev.Done, prev.Reserved
-	ck.reserved = prev.Reserved // what FILE on disk reserves
+	if err := verifyInput(in, prev); err != nil {
+		return nil, fmt.Errorf("%s was made from another input: %v: remove it to feed this input from its start", path, err)
+	}
+	if prev.Version == 1 {
+		prev.Head = ""
+	}
+	prev.Version = checkpointVersion
+	ck.file, ck.resumed, ck.prevDone = prev, true, prev.Done
+	ck.led = ledger.New(prev.Reserved)
+	ck.hash.prevChunks, ck.hash.prevTail = prev.Chunks, prev.Tail
 	return ck, nil
-}
-
-// identify returns the identity of the input in: its size, the hash of its
-// first MiB, and whether it is a JSON array. It leaves in at its start.
-func identify(in *os.File) (checkpointFile, error) {
-	st, err := in.Stat()
-	if err != nil {
-		return checkpointFile{}, err
-	}
-	if !st.Mode().IsRegular() {
-		return checkpointFile{}, errors.New("the input is not a regular file: a pipe cannot be resumed")
-	}
-	h := sha256.New()
-	head := make([]byte, checkpointHead)
-	n, err := io.ReadFull(in, head)
-	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
-		return checkpointFile{}, err
-	}
-	h.Write(head[:n])
-	if _, err := in.Seek(0, io.SeekStart); err != nil {
-		return checkpointFile{}, err
-	}
-	return checkpointFile{Version: checkpointVersion, Size: st.Size(), Head: hex.EncodeToString(h.Sum(nil)), Array: isArray(head[:n])}, nil
 }
 
 // isArray reports whether an input starting with head is a JSON array: its
@@ -206,16 +204,25 @@ func isArray(head []byte) bool {
 }
 
 // read returns the elements of in to feed: from the watermark on, without
-// those done before, each tagged with its entry. in is at its start.
+// those done before, each tagged with its entry. in is at its start. The
+// bytes read pass through the input's hash.
 func (ck *checkpoint) read(in *os.File) (iter.Seq2[feed.Operation, error], error) {
+	// From the start of the watermark's chunk, or of the first chunk
+	// whose hash the checkpoint lacks (a version 1 checkpoint has none).
+	from := min(ck.file.Offset/hashChunk, int64(len(ck.hash.prevChunks))) * hashChunk
+	if _, err := in.Seek(from, io.SeekStart); err != nil {
+		return nil, err
+	}
+	ck.hash.start(from)
+	r := io.TeeReader(in, ck.hash)
+	if _, err := io.CopyN(io.Discard, r, ck.file.Offset-from); err != nil {
+		return nil, err
+	}
 	var ops iter.Seq2[feed.Operation, error]
 	if ck.file.Offset == 0 {
-		ops = feed.Read(in)
+		ops = feed.Read(r)
 	} else {
-		if _, err := in.Seek(ck.file.Offset, io.SeekStart); err != nil {
-			return nil, err
-		}
-		ops = feed.ReadFrom(in, ck.file.Offset, ck.file.Line, ck.file.Array)
+		ops = feed.ReadFrom(r, ck.file.Offset, ck.file.Line, ck.file.Array)
 	}
 	return func(yield func(feed.Operation, error) bool) {
 		for o, err := range ops {
@@ -229,14 +236,12 @@ func (ck *checkpoint) read(in *os.File) (iter.Seq2[feed.Operation, error], error
 				off, line = stop.Offset, stop.Line
 			}
 			ck.mu.Lock()
-			e := ckEntry{ord: ck.next, off: off, line: line}
-			ck.next++
-			skip := ck.doneBefore(e.ord)
+			ord := ck.led.Add(off, line)
+			skip := ck.doneBefore(ord)
 			if skip {
-				e.done = true
+				ck.led.Done(ord)
 				ck.skipped++
 			}
-			ck.queue = append(ck.queue, e)
 			ck.mu.Unlock()
 			if skip {
 				continue
@@ -263,28 +268,23 @@ func (ck *checkpoint) doneBefore(ord int64) bool {
 	return len(ck.prevDone) > 0 && ck.prevDone[0][0] <= ord
 }
 
-// find returns the entry of the element read at offset off, or nil.
-// ck.mu is held.
-func (ck *checkpoint) find(off int64) *ckEntry {
-	i, ok := slices.BinarySearchFunc(ck.queue, off, func(e ckEntry, off int64) int { return cmp.Compare(e.off, off) })
-	if !ok {
-		return nil
-	}
-	return &ck.queue[i]
-}
-
 // done is Feed's done: the element is done, and what it wrote to the
-// -failed files, if anything, is written.
+// -failed files, if anything, is written. An operation not sent is left
+// to the resumed feed, and its reservation, if any, ends: it was not sent.
 func (ck *checkpoint) done(o feed.Operation, _ feed.Result, err error) {
+	ord, ok := ck.led.Find(o.Offset)
 	if errors.Is(err, feed.ErrNotSent) {
-		return // left to the resumed feed
+		if ok {
+			ck.led.Unreserve(ord)
+		}
+		return
 	}
 	var fe *feed.Error
 	wrote := ck.failed != nil && errors.As(err, &fe)
 	ck.mu.Lock()
 	defer ck.mu.Unlock()
-	if e := ck.find(o.Offset); e != nil {
-		e.done = true
+	if ok {
+		ck.led.Done(ord)
 	}
 	if wrote {
 		ck.told++
@@ -296,28 +296,14 @@ func (ck *checkpoint) done(o feed.Operation, _ feed.Result, err error) {
 // goes out once a checkpoint on disk reserves it, and not at all if an
 // earlier feed may have sent it.
 func (ck *checkpoint) beforeUnsafe(ctx context.Context, o feed.Operation) error {
-	ck.mu.Lock()
-	defer ck.mu.Unlock()
-	e := ck.find(o.Offset)
-	if e == nil {
+	ord, ok := ck.led.Find(o.Offset)
+	switch {
+	case !ok:
 		return nil
-	}
-	ord := e.ord
-	if ck.resumed && ord < ck.prevReserved {
+	case ck.led.SentBefore(ord):
 		return errSentBefore
 	}
-	for ord >= ck.reserved {
-		raised := ck.raised
-		ck.mu.Unlock()
-		select {
-		case <-raised:
-		case <-ctx.Done():
-			ck.mu.Lock()
-			return ctx.Err()
-		}
-		ck.mu.Lock()
-	}
-	return nil
+	return ck.led.Reserve(ctx, ord)
 }
 
 // beginWrite is called by a -failed file before each Write: it waits while
@@ -331,8 +317,9 @@ func (ck *checkpoint) beginWrite() {
 	ck.mu.Unlock()
 }
 
-// start writes the first checkpoint, which reserves the first operations,
-// and then rewrites it every second while anything changed, until finish.
+// start writes the first checkpoint, and then rewrites it when an
+// operation waits for a reservation, and every second while anything
+// changed, until finish.
 func (ck *checkpoint) start() error {
 	if err := ck.rewrite(); err != nil {
 		return err
@@ -347,11 +334,12 @@ func (ck *checkpoint) start() error {
 			case <-ck.stop:
 				return
 			case <-t.C:
-				if err := ck.rewrite(); err != nil {
-					ck.mu.Lock()
-					ck.werr = cmp.Or(ck.werr, err)
-					ck.mu.Unlock()
-				}
+			case <-ck.led.Asked():
+			}
+			if err := ck.rewrite(); err != nil {
+				ck.mu.Lock()
+				ck.werr = cmp.Or(ck.werr, err)
+				ck.mu.Unlock()
 			}
 		}
 	}()
@@ -374,24 +362,19 @@ func (ck *checkpoint) finish() error {
 
 // rewrite takes a snapshot and, if anything changed, writes it to FILE:
 // the -failed files synced first, then FILE written whole under a
-// temporary name, synced and renamed. Only then are the operations it
-// reserves let go.
+// temporary name, synced and renamed. Only then are the operations whose
+// reservations it holds let go.
 func (ck *checkpoint) rewrite() error {
-	f, raise, syncs, changed := ck.snapshot()
-	if !changed {
-		return nil
+	f, s, syncs, changed := ck.snapshot()
+	if changed {
+		if err := ck.write(f, syncs); err != nil {
+			return err // ck.file is unchanged: the next rewrite tries again
+		}
+		ck.mu.Lock()
+		ck.file, ck.onDisk = f, true
+		ck.mu.Unlock()
 	}
-	if err := ck.write(f, syncs); err != nil {
-		return err // ck.file is unchanged: the next rewrite tries again
-	}
-	ck.mu.Lock()
-	ck.file = f
-	if raise > ck.reserved {
-		ck.reserved = raise
-		close(ck.raised)
-		ck.raised = make(chan struct{})
-	}
-	ck.mu.Unlock()
+	ck.led.Committed(s) // FILE holds it, written now or before
 	return nil
 }
 
@@ -409,11 +392,11 @@ func (ck *checkpoint) write(f checkpointFile, syncs []*os.File) error {
 	return writeFileSync(ck.path, append(data, '\n'))
 }
 
-// snapshot returns what FILE is to hold now, and the reservation it makes,
-// or changed false if it would hold what it does. It waits until every
-// Write to the -failed files begun has been reported, and lets none begin
+// snapshot returns what FILE is to hold now, and the ledger's snapshot,
+// or changed false if FILE holds it already. It waits until every Write
+// to the -failed files begun has been reported, and lets none begin
 // meanwhile, so that their sizes cover exactly the elements done.
-func (ck *checkpoint) snapshot() (f checkpointFile, raise int64, syncs []*os.File, changed bool) {
+func (ck *checkpoint) snapshot() (f checkpointFile, s ledger.Snapshot, syncs []*os.File, changed bool) {
 	ck.mu.Lock()
 	defer ck.mu.Unlock()
 	ck.snapping = true
@@ -422,61 +405,30 @@ func (ck *checkpoint) snapshot() (f checkpointFile, raise int64, syncs []*os.Fil
 	}
 	ck.snapping = false
 	ck.cond.Broadcast()
-	// The watermark: drop the done prefix, keeping the last element.
-	i := 0
-	for i < len(ck.queue)-1 && ck.queue[i].done {
-		i++
-	}
-	ck.queue = ck.queue[i:]
-	read := ck.next - ck.readLast
-	raise = ck.next + max(minReserve, read+read/2)
+	s = ck.led.Snapshot()
 	f = ck.file
+	if s.Ord >= 0 {
+		f.Offset, f.Line, f.Done = s.Pos, s.Aux, s.Done
+	} // else nothing read yet: what the feed resumed from still holds
+	f.Reserved = reservedRuns(s.Reserved)
 	if ck.clean && ck.eof { // complete once the whole input was read and every element is done
-		f.Complete = !slices.ContainsFunc(ck.queue, func(e ckEntry) bool { return !e.done })
+		f.Complete = s.AllDone
 	}
 	if ck.failed != nil {
 		f.FailedSize, f.UnknownSize = ck.failed.size, ck.unknown.size
 	}
-	f.Done = nil
-	base := int64(0)
-	if len(ck.queue) > 0 {
-		e := ck.queue[0]
-		f.Offset, f.Line, base = e.off, e.line, e.ord
-		for _, e := range ck.queue {
-			if !e.done {
-				continue
-			}
-			if n := len(f.Done); n > 0 && f.Done[n-1][1] == e.ord-base-1 {
-				f.Done[n-1][1]++
-			} else {
-				f.Done = append(f.Done, [2]int64{e.ord - base, e.ord - base})
-			}
-		}
-	} else {
-		f.Done = ck.file.Done // nothing read yet: what the feed resumed from still holds
+	f.Chunks, f.Tail = ck.hash.state()
+	if ck.onDisk && f.Complete == ck.file.Complete && f.Offset == ck.file.Offset &&
+		f.FailedSize == ck.file.FailedSize && f.UnknownSize == ck.file.UnknownSize && slices.Equal(f.Done, ck.file.Done) &&
+		slices.Equal(f.Reserved, ck.file.Reserved) && f.Tail == ck.file.Tail && len(f.Chunks) == len(ck.file.Chunks) {
+		return ck.file, s, nil, false // FILE says it already
 	}
-	f.Reserved = max(raise, ck.reserved) - base
-	if ck.clean {
-		// Every operation this feed sent has ended, and is done, or not
-		// sent at all: it reserves none.
-		f.Reserved = 0
-	}
-	// What the feed resumed from may have reserved operations that are
-	// not done yet.
-	if ck.resumed {
-		f.Reserved = max(f.Reserved, ck.prevReserved-base)
-	}
-	if ck.onDisk && f.Complete == ck.file.Complete && f.Offset == ck.file.Offset && f.Reserved == ck.file.Reserved &&
-		f.FailedSize == ck.file.FailedSize && f.UnknownSize == ck.file.UnknownSize && slices.Equal(f.Done, ck.file.Done) {
-		return ck.file, 0, nil, false // FILE says it already
-	}
-	ck.onDisk, ck.readLast = true, ck.next
 	for _, o := range []*outFile{ck.failed, ck.unknown} {
 		if o != nil && o.f != nil {
 			syncs = append(syncs, o.f)
 		}
 	}
-	return f, max(raise, ck.reserved), syncs, true
+	return f, s, syncs, true
 }
 
 // writeFileSync writes data to path whole, or leaves path as it was: it

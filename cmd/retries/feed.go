@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -209,6 +210,9 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if f.checkpoint != "" {
 		if pos[0] == "-" {
 			return usageErrorf("feed: -checkpoint needs a named input FILE: stdin cannot be resumed")
+		}
+		if f.failed != "" && sameFile(f.checkpoint, f.failed, ".unknown", ".unread", ".partial", ".unknown.partial", ".unread.partial") {
+			return usageErrorf("feed: -checkpoint %s is one of the files of -failed %s: name another", f.checkpoint, f.failed)
 		}
 		if ck, err = openCheckpoint(f.checkpoint, inFile, f.failed); err != nil {
 			return usageErrorf("feed: -checkpoint: %v", err)
@@ -448,3 +452,26 @@ func orNone(d time.Duration) time.Duration {
 // errSilent makes the command exit 1 without a message of its own: the
 // feed has reported each failure already.
 var errSilent = errors.New("")
+
+// sameFile reports whether path names base, or base with one of the
+// suffixes, by its absolute path or, where both exist, as the same file.
+func sameFile(path, base string, suffixes ...string) bool {
+	p, err := filepath.Abs(path)
+	if err != nil {
+		p = path
+	}
+	pst, perr := os.Stat(path)
+	for _, suf := range append([]string{""}, suffixes...) {
+		b, err := filepath.Abs(base + suf)
+		if err != nil {
+			b = base + suf
+		}
+		if p == b {
+			return true
+		}
+		if bst, err := os.Stat(base + suf); perr == nil && err == nil && os.SameFile(pst, bst) {
+			return true
+		}
+	}
+	return false
+}

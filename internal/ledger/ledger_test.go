@@ -1,0 +1,135 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"testing/synctest"
+)
+
+// TestWatermarkAndRuns: the watermark is the first element not done, or
+// the last one read when all are; Done and Reserved are runs from it.
+func TestWatermarkAndRuns(t *testing.T) {
+	l := New(nil)
+	if s := l.Snapshot(); s.Ord != -1 || !s.AllDone {
+		t.Fatalf("empty ledger: %+v, want Ord -1 and all done", s)
+	}
+	for i := range 8 {
+		if ord := l.Add(int64(100+10*i), i+1); ord != int64(i) {
+			t.Fatalf("Add %d = %d", i, ord)
+		}
+	}
+	for _, o := range []int64{0, 1, 3, 4, 6} {
+		l.Done(o)
+	}
+	s := l.Snapshot()
+	if s.Ord != 2 || s.Pos != 120 || s.Aux != 3 || s.AllDone {
+		t.Errorf("watermark %d at %d line %d (all done %v), want 2 at 120 line 3", s.Ord, s.Pos, s.Aux, s.AllDone)
+	}
+	if want := []Run{{1, 2}, {4, 4}}; !slices.Equal(s.Done, want) {
+		t.Errorf("Done = %v, want %v (from the watermark)", s.Done, want)
+	}
+	if ord, ok := l.Find(150); !ok || ord != 5 {
+		t.Errorf("Find(150) = %d, %v; want 5", ord, ok)
+	}
+	if _, ok := l.Find(110); ok {
+		t.Error("Find found an element below the watermark")
+	}
+	for _, o := range []int64{2, 5, 7} {
+		l.Done(o)
+	}
+	if s := l.Snapshot(); s.Ord != 7 || !s.AllDone || !slices.Equal(s.Done, []Run{{0, 0}}) {
+		t.Errorf("all done: %+v, want the last element as the watermark, done", s)
+	}
+}
+
+// TestReserveWaitsForCommit: a reservation returns once a snapshot that
+// holds it is committed, not before; several asked together go in one
+// snapshot; a done or unreserved element leaves the reserved runs.
+func TestReserveWaitsForCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := New(nil)
+		for i := range 4 {
+			l.Add(int64(i), 0)
+		}
+		done := make(chan int64, 4)
+		for _, o := range []int64{1, 2} {
+			go func() {
+				if err := l.Reserve(t.Context(), o); err != nil {
+					t.Error(err)
+				}
+				done <- o
+			}()
+		}
+		synctest.Wait()
+		select {
+		case <-l.Asked():
+		default:
+			t.Fatal("no snapshot asked for")
+		}
+		s := l.Snapshot()
+		if want := []Run{{1, 2}}; !slices.Equal(s.Reserved, want) {
+			t.Errorf("Reserved = %v, want %v", s.Reserved, want)
+		}
+		synctest.Wait()
+		if len(done) != 0 {
+			t.Fatal("a reservation returned before its snapshot was committed")
+		}
+		l.Committed(s)
+		synctest.Wait()
+		if len(done) != 2 {
+			t.Fatalf("%d reservations returned after the commit, want 2", len(done))
+		}
+		if err := l.Reserve(t.Context(), 1); err != nil { // durable already
+			t.Error(err)
+		}
+		l.Done(1)
+		l.Unreserve(2)
+		if s := l.Snapshot(); len(s.Reserved) != 0 {
+			t.Errorf("Reserved = %v after Done and Unreserve, want none", s.Reserved)
+		}
+	})
+}
+
+// TestReserveEndsWithContext: a reservation whose context ends returns
+// its error.
+func TestReserveEndsWithContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := New(nil)
+		l.Add(0, 0)
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() { errc <- l.Reserve(ctx, 0) }()
+		synctest.Wait()
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Errorf("Reserve = %v, want context.Canceled", err)
+		}
+	})
+}
+
+// TestCarriedReservations: an earlier feed's reservations are reported by
+// SentBefore, stay in the snapshot until done (read or not), and are
+// durable from the start.
+func TestCarriedReservations(t *testing.T) {
+	l := New([]Run{{1, 1}, {5, 6}})
+	for i := range 3 {
+		l.Add(int64(i), 0)
+	}
+	if !l.SentBefore(1) || l.SentBefore(2) || !l.SentBefore(6) {
+		t.Error("SentBefore does not report the earlier feed's reservations")
+	}
+	if want := []Run{{1, 1}, {5, 6}}; !slices.Equal(l.Snapshot().Reserved, want) {
+		t.Errorf("Reserved = %v, want %v", l.Snapshot().Reserved, want)
+	}
+	if err := l.Reserve(context.Background(), 1); err != nil {
+		t.Errorf("Reserve of a carried reservation = %v, want nil at once", err)
+	}
+	l.Done(0)
+	l.Done(1)
+	s := l.Snapshot() // watermark 2
+	if want := []Run{{3, 4}}; s.Ord != 2 || !slices.Equal(s.Reserved, want) {
+		t.Errorf("watermark %d, Reserved %v; want 2 and %v (5 and 6 from it)", s.Ord, s.Reserved, want)
+	}
+}
