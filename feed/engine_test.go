@@ -117,7 +117,9 @@ func TestFeedTellsEveryElementTaken(t *testing.T) {
 			if err == nil {
 				t.Fatal("Feed() = nil after an interrupt")
 			}
-			if calls.Load() != taken.Load() || notSent.Load() == 0 {
+			// With one at a time, the interrupt finds one waiting for a
+			// place at least.
+			if calls.Load() != taken.Load() || conc == 1 && notSent.Load() == 0 {
 				t.Errorf("%d elements taken, done called %d times (%d not sent); want as many calls as elements", taken.Load(), calls.Load(), notSent.Load())
 			}
 		})
