@@ -101,7 +101,12 @@ func (e *RetryError) Error() string {
 		b = strconv.AppendInt(b, int64(e.OutageAttempts), 10)
 		b = append(b, " during an outage"...)
 	}
+	var inner *RetryError
 	switch {
+	case e.Err != nil && errors.As(e.Err, &inner) && e.ContextErr != nil && inner.ContextErr == e.ContextErr &&
+		inner.Attempts == 0 && inner.OutageAttempts == 0:
+		// An inner layer that the same cause stopped before its first
+		// attempt says nothing more.
 	case e.Err != nil:
 		// An inner layer's RetryError says "retries: " once is enough.
 		b = append(b, ": "...)

@@ -28,6 +28,13 @@ func TestRetryErrorMessage(t *testing.T) {
 		{&retries.RetryError{Attempts: 4}, "retries: giving up after 4 attempts"},
 		{&retries.RetryError{Attempts: 5, Err: &retries.RetryError{Attempts: 10, Err: errBoom}},
 			"retries: giving up after 5 attempts: giving up after 10 attempts: boom"},
+		// The inner layer that the same cause stopped before it began adds
+		// nothing ("interrupted after 2 attempts: interrupted before the
+		// first attempt" said it twice).
+		{&retries.RetryError{Attempts: 2, ContextErr: errBoom, Err: &retries.RetryError{ContextErr: errBoom}},
+			"retries: boom after 2 attempts"},
+		{&retries.RetryError{Attempts: 2, ContextErr: errBoom, Err: &retries.RetryError{Attempts: 1, ContextErr: errBoom, Err: errDown}},
+			"retries: boom after 2 attempts: boom after 1 attempt: connection refused (the server is down)"},
 	} {
 		if got := tc.err.Error(); got != tc.want {
 			t.Errorf("Error() = %q, want %q", got, tc.want)

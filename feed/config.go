@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -135,7 +136,13 @@ type Config struct {
 	Budget   *retries.Budget
 	NoBudget bool
 
-	Log         io.Writer     // failures, and progress unless ProgressOut is set; nil: none
+	Log io.Writer // failures, and progress unless ProgressOut is set, as the command's lines; nil: none
+	// Logger, if not nil, receives the feed's events as structured
+	// records, for a program that uses the package: each element not
+	// acknowledged (at level Warn) with its id, kind, tag, line, status,
+	// attempts and outcome (failed, unknown, heldback, notsent, badinput),
+	// and the feed's pauses and resumptions (Info) and stops (Error).
+	Logger      *slog.Logger
 	ProgressOut io.Writer     // progress reports; nil: Log
 	Progress    time.Duration // between progress reports; 0: none
 	// Terminal rewrites one progress line in place, and ends it with a

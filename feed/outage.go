@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -237,6 +238,7 @@ func (c *Client) onBreaker(e *endpoint, from, to retries.BreakerState) {
 				what = "every endpoint is failing"
 			}
 			c.out.printf("retries feed: paused: %s (%s); sending only probes, %s\n", what, c.wire.failure(), limit)
+			c.event(slog.LevelInfo, "feed: paused: "+what, slog.String("failure", c.wire.failure()))
 		}
 	case !all && to == retries.BreakerClosed:
 		if d, ok := c.pause.end(now); ok {
@@ -244,6 +246,7 @@ func (c *Client) onBreaker(e *endpoint, from, to retries.BreakerState) {
 				c.outage.Store(nil)
 			}
 			c.out.printf("retries feed: resumed: the server answers again, after a pause of %v\n", d.Round(100*time.Millisecond))
+			c.event(slog.LevelInfo, "feed: resumed", slog.Duration("paused", d))
 		}
 	}
 }
@@ -254,6 +257,7 @@ func (c *Client) outageTooLong() {
 	err := &outageError{limit: c.cfg.MaxOutage}
 	if c.outage.CompareAndSwap(nil, err) {
 		c.out.printf("retries feed: stopping: %v\n", err)
+		c.event(slog.LevelError, "feed: stopping: outage too long", slog.Duration("maxoutage", c.cfg.MaxOutage))
 		if r := c.running.Load(); r != nil {
 			r.stop(err, true)
 		}

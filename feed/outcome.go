@@ -1,6 +1,8 @@
 package feed
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
 	"sync/atomic"
 )
@@ -123,8 +125,47 @@ func (c *Client) finish(r *run, o outcome) error {
 	if r != nil && (o.how == endFailed || o.how == endUnknown) {
 		r.noteFailure(o.cause)
 	}
+	if c.cfg.Logger != nil && o.how != endAcked {
+		c.logOutcome(&o, err)
+	}
 	if r != nil && r.done != nil {
 		r.done(o.elem, o.res, err)
 	}
 	return err
+}
+
+// outcomeNames name the endings in Config.Logger's records.
+var outcomeNames = [...]string{endAcked: "acknowledged", endFailed: "failed", endUnknown: "unknown", endHeldBack: "heldback",
+	endNotSent: "notsent", endRest: "notsent", endKept: "kept", endBadOp: "badinput", endBadInput: "badinput", endElemErr: "failed"}
+
+// logOutcome writes an element not acknowledged to Config.Logger.
+func (c *Client) logOutcome(o *outcome, err error) {
+	attrs := make([]slog.Attr, 0, 8)
+	attrs = append(attrs, slog.String("outcome", outcomeNames[o.how]))
+	if op := o.op; op != nil {
+		attrs = append(attrs, slog.String("id", op.id), slog.String("kind", op.kind.String()))
+		if op.line > 0 {
+			attrs = append(attrs, slog.Int("line", op.line))
+		}
+	} else if o.elem.ID != "" {
+		attrs = append(attrs, slog.String("id", o.elem.ID))
+	}
+	if o.elem.Tag != nil {
+		attrs = append(attrs, slog.Any("tag", o.elem.Tag))
+	}
+	if o.res.Status != 0 {
+		attrs = append(attrs, slog.Int("status", o.res.Status))
+	}
+	attrs = append(attrs, slog.Int("attempts", o.res.Attempts))
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	c.cfg.Logger.LogAttrs(context.Background(), slog.LevelWarn, "feed: not acknowledged", attrs...)
+}
+
+// event writes one of the feed's events to Config.Logger, if set.
+func (c *Client) event(level slog.Level, msg string, attrs ...slog.Attr) {
+	if c.cfg.Logger != nil {
+		c.cfg.Logger.LogAttrs(context.Background(), level, msg, attrs...)
+	}
 }

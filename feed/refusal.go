@@ -2,6 +2,7 @@ package feed
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -69,6 +70,7 @@ func (r *run) noteRefusal(op *operation, status int, msg string, body []byte) {
 func (r *run) stopSetup(msg string) {
 	if r.stop(&setupStop{msg: msg}, false) {
 		r.c.out.printf("retries feed: stopping: %s\n", msg)
+		r.c.event(slog.LevelError, "feed: stopping: wrong setup", slog.String("error", msg))
 	}
 }
 

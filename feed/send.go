@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -242,5 +243,6 @@ func (c *Client) stopOnTLS(r *run, err error) {
 	}
 	if e := (&tlsStop{err: err}); r.stop(e, true) {
 		c.out.printf("retries feed: stopping: TLS: %v\n", err)
+		c.event(slog.LevelError, "feed: stopping: TLS", slog.String("error", err.Error()))
 	}
 }

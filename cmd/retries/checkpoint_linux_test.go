@@ -322,9 +322,8 @@ func TestFeedCheckpointRefusals(t *testing.T) {
 		}
 		err = runFeed(t.Context(), append([]string{"-q", "-url", srv.URL, "-checkpoint", ckPath}, args...), stdin, &out, &errOut)
 		stdin.Close()
-		var usage *usageError
-		if !errors.As(err, &usage) {
-			t.Errorf("-checkpoint with %s: %v, want a usage error (exit 2)", args[0], err)
+		if !exits2(err) {
+			t.Errorf("-checkpoint with %s: %v, want exit 2", args[0], err)
 		}
 	}
 }
@@ -577,9 +576,8 @@ func TestFeedCheckpointRefusesAChangedInput(t *testing.T) {
 			}
 			errOut.Reset()
 			err := runFeed(t.Context(), args, nil, &out, &errOut)
-			var usage *usageError
-			if !errors.As(err, &usage) || !strings.Contains(err.Error(), "differ") {
-				t.Errorf("resuming on the edited input: %v, want a usage error that says bytes differ; stderr:\n%s", err, errOut.String())
+			if !exits2(err) || !strings.Contains(err.Error(), "differ") {
+				t.Errorf("resuming on the edited input: %v, want exit 2 saying bytes differ; stderr:\n%s", err, errOut.String())
 			}
 		})
 	}
@@ -590,9 +588,8 @@ func TestFeedCheckpointRefusesAChangedInput(t *testing.T) {
 		for _, ck := range []string{failed, failed + ".unknown", failed + ".unread", failed + ".partial", failed + ".unknown.partial"} {
 			var out, errOut bytes.Buffer
 			err := runFeed(t.Context(), []string{"-q", "-url", srv.URL, "-checkpoint", ck, "-failed", failed, in}, nil, &out, &errOut)
-			var usage *usageError
-			if !errors.As(err, &usage) {
-				t.Errorf("-checkpoint %s with -failed %s: %v, want a usage error", filepath.Base(ck), filepath.Base(failed), err)
+			if !exits2(err) {
+				t.Errorf("-checkpoint %s with -failed %s: %v, want exit 2", filepath.Base(ck), filepath.Base(failed), err)
 			}
 		}
 	})

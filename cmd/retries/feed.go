@@ -201,7 +201,7 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if pos[0] != "-" {
 		file, err := os.Open(pos[0])
 		if err != nil {
-			return usageErrorf("feed: %v", err)
+			return setupErrorf("feed: %v", err)
 		}
 		defer file.Close()
 		in, inFile = file, file
@@ -215,7 +215,7 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			return usageErrorf("feed: -checkpoint %s is one of the files of -failed %s: name another", f.checkpoint, f.failed)
 		}
 		if ck, err = openCheckpoint(f.checkpoint, inFile, f.failed); err != nil {
-			return usageErrorf("feed: -checkpoint: %v", err)
+			return setupErrorf("feed: -checkpoint: %v", err)
 		}
 	}
 	var files *feedFiles
@@ -238,7 +238,7 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	var done func(feed.Operation, feed.Result, error)
 	if ck != nil {
 		if ops, err = ck.read(inFile); err != nil {
-			return usageErrorf("feed: -checkpoint: %v", err)
+			return setupErrorf("feed: -checkpoint: %v", err)
 		}
 		done = ck.done
 		fd.Close() // it checked the flags; the one resumeFeed makes has what the checkpoint sets
@@ -247,18 +247,18 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 	} else if files != nil {
 		if err := files.open(); err != nil {
-			return usageErrorf("feed: -failed: %v", err)
+			return setupErrorf("feed: -failed: %v", err)
 		}
 	}
 	if f.progressFile != "" {
 		if progress.f, err = os.Create(f.progressFile); err != nil {
-			return usageErrorf("feed: -progress-file: %v", err)
+			return setupErrorf("feed: -progress-file: %v", err)
 		}
 		defer progress.f.Close()
 	}
 	stopProfile, err := startCPUProfile(os.Getenv("RETRIES_CPUPROFILE"))
 	if err != nil {
-		return usageErrorf("feed: RETRIES_CPUPROFILE: %v", err)
+		return setupErrorf("feed: RETRIES_CPUPROFILE: %v", err)
 	}
 	_ = fd.Feed(ctx, ops, done) // the report says what the error would
 	res := fd.Report()
@@ -322,7 +322,7 @@ func (f *feedFlags) config(stderr io.Writer) (feed.Config, error) {
 	}
 	tlsCfg, err := feedTLS(f.cert, f.key, f.ca)
 	if err != nil {
-		return feed.Config{}, usageErrorf("feed: %v", err)
+		return feed.Config{}, setupErrorf("feed: %v", err)
 	}
 	for _, u := range f.urls {
 		if tlsCfg != nil && !strings.HasPrefix(u, "https://") {
@@ -331,7 +331,7 @@ func (f *feedFlags) config(stderr io.Writer) (feed.Config, error) {
 	}
 	if f.headerFile != "" {
 		if err := readHeaderFile(f.headerFile, &f.header); err != nil {
-			return feed.Config{}, usageErrorf("feed: -header-file: %v", err)
+			return feed.Config{}, setupErrorf("feed: -header-file: %v", err)
 		}
 	}
 	cfg := feed.Config{
@@ -359,12 +359,12 @@ func resumeFeed(ck *checkpoint, files *feedFiles, cfg feed.Config, path string, 
 	case files != nil && ck.resumed:
 		ids, err := files.resume(ck.file.FailedSize, ck.file.UnknownSize)
 		if err != nil {
-			return nil, usageErrorf("feed: -failed: %v", err)
+			return nil, setupErrorf("feed: -failed: %v", err)
 		}
 		cfg.HoldBack = ids
 	case files != nil:
 		if err := files.open(); err != nil {
-			return nil, usageErrorf("feed: -failed: %v", err)
+			return nil, setupErrorf("feed: -failed: %v", err)
 		}
 	}
 	if files != nil {
@@ -383,7 +383,7 @@ func resumeFeed(ck *checkpoint, files *feedFiles, cfg feed.Config, path string, 
 		fmt.Fprintf(stderr, "retries feed: resuming from %s: line %d (byte offset %d) on\n", path, ck.file.Line, ck.file.Offset)
 	}
 	if err := ck.start(); err != nil {
-		return nil, usageErrorf("feed: -checkpoint: %v", err)
+		return nil, setupErrorf("feed: -checkpoint: %v", err)
 	}
 	return fd, nil
 }

@@ -167,9 +167,8 @@ func TestFeedFailedIsStdin(t *testing.T) {
 		var out, errOut bytes.Buffer
 		err = runFeed(t.Context(), []string{"-q", "-url", srv.URL, "-failed", failed, "-"}, stdin, &out, &errOut)
 		stdin.Close()
-		var usage *usageError
-		if !errors.As(err, &usage) || !strings.Contains(err.Error(), "is the input") {
-			t.Errorf("stdin %s: runFeed() = %v, want a usage error naming the input", filepath.Base(name), err)
+		if !exits2(err) || !strings.Contains(err.Error(), "is the input") {
+			t.Errorf("stdin %s: runFeed() = %v, want exit 2 naming the input", filepath.Base(name), err)
 		}
 		if data, _ := os.ReadFile(name); string(data) != content {
 			t.Errorf("stdin %s: the file is now %q", filepath.Base(name), data)

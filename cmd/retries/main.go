@@ -120,10 +120,15 @@ func usageErrorf(format string, args ...any) error {
 }
 
 // setupError is a setup that the command found wrong only when it ran,
-// such as a certificate the server refused: exit 2, without the usage.
+// such as a file it cannot open or a certificate the server refused:
+// exit 2, without the usage, which would bury the cause.
 type setupError struct{ msg string }
 
 func (e *setupError) Error() string { return e.msg }
+
+func setupErrorf(format string, args ...any) error {
+	return &setupError{msg: fmt.Sprintf(format, args...)}
+}
 
 // namedPolicy is one of the package's policies under its Go name.
 type namedPolicy struct {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -313,4 +314,26 @@ func TestCommandHelp(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestSetupErrorWithoutUsage: an error of the setup rather than of the
+// command line (an input that cannot be opened, a checkpoint refused)
+// exits 2 with its cause alone: the usage would bury it.
+func TestSetupErrorWithoutUsage(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "missing.jsonl")
+	var out, errOut bytes.Buffer
+	code := runContext(t.Context(), []string{"feed", "-q", "-url", "http://127.0.0.1:1", missing}, &out, &errOut)
+	if code != exitUsage || !strings.Contains(errOut.String(), "missing.jsonl") || strings.Contains(errOut.String(), usage) ||
+		strings.Count(errOut.String(), "\n") != 1 {
+		t.Errorf("feed of a missing file: exit %d, stderr:\n%s\nwant exit 2 and one line naming the file", code, errOut.String())
+	}
+}
+
+// exits2 reports whether err makes the command exit 2: a usage or setup
+// error.
+func exits2(err error) bool {
+	var u *usageError
+	var s *setupError
+	return errors.As(err, &u) || errors.As(err, &s)
 }

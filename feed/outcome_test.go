@@ -1,0 +1,117 @@
+package feed
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/seed32e55400/retries/feed/feedtest"
+)
+
+// TestResultSaysWhatHappened: a 412 and a 404 to a remove are answers
+// (err == nil), and the Result says which, with the server's message.
+func TestResultSaysWhatHappened(t *testing.T) {
+	t.Parallel()
+	srv := feedtest.New(t, func(r *http.Request, _ int) int {
+		switch {
+		case r.URL.Query().Get("condition") != "":
+			return http.StatusPreconditionFailed
+		case r.Method == http.MethodDelete:
+			return http.StatusNotFound
+		}
+		return 0
+	})
+	c, err := New(testFeedConfig(srv.URL, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Send(t.Context(), Operation{Kind: Put, ID: "id:ns:d::1", Fields: json.RawMessage(`{}`), Condition: "d.n == 1"})
+	if err != nil || !res.ConditionNotMet() || res.NotFound() || res.Message == "" {
+		t.Errorf("conditional put: %+v, %v; want err nil, ConditionNotMet and the server's message", res, err)
+	}
+	res, err = c.Remove(t.Context(), "id:ns:d::2")
+	if err != nil || !res.NotFound() || res.ConditionNotMet() {
+		t.Errorf("remove: %+v, %v; want err nil and NotFound", res, err)
+	}
+	res, err = c.Put(t.Context(), "id:ns:d::3", json.RawMessage(`{}`))
+	if err != nil || res.NotFound() || res.ConditionNotMet() || res.Message != "" {
+		t.Errorf("put: %+v, %v; want a plain acknowledgement", res, err)
+	}
+}
+
+// TestLoggerRecords: with Config.Logger, each element not acknowledged is
+// a record with its id, kind, tag, status, attempts and outcome; an
+// operation from an iterator has no line, and the command's lines do not
+// say "line 0".
+func TestLoggerRecords(t *testing.T) {
+	t.Parallel()
+	srv := feedtest.New(t, func(r *http.Request, _ int) int {
+		if strings.HasSuffix(r.URL.Path, "/bad") {
+			return http.StatusBadRequest
+		}
+		return 0
+	})
+	var logs, lines bytes.Buffer
+	cfg := testFeedConfig(srv.URL, &lines)
+	cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := func(yield func(Operation, error) bool) {
+		_ = yield(Operation{Kind: Put, ID: "id:ns:d::ok", Fields: json.RawMessage(`{}`), Tag: "row 1"}, nil) &&
+			yield(Operation{Kind: Put, ID: "id:ns:d::bad", Fields: json.RawMessage(`{}`), Tag: "row 2"}, nil) &&
+			yield(Operation{Kind: Remove, ID: "id:ns:d::bad", Tag: "row 3"}, nil)
+	}
+	_ = c.Feed(t.Context(), ops, nil)
+	var recs []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		recs = append(recs, m)
+	}
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want 2:\n%s", len(recs), logs.String())
+	}
+	failed, held := recs[0], recs[1]
+	if failed["outcome"] != "failed" || failed["id"] != "id:ns:d::bad" || failed["kind"] != "put" || failed["tag"] != "row 2" ||
+		failed["status"] != 400.0 || failed["attempts"] != 1.0 || failed["level"] != "WARN" || failed["line"] != nil {
+		t.Errorf("record of the failure: %v", failed)
+	}
+	if held["outcome"] != "heldback" || held["kind"] != "remove" || held["tag"] != "row 3" {
+		t.Errorf("record of the operation held back: %v", held)
+	}
+	if strings.Contains(lines.String(), "line 0") || !strings.Contains(lines.String(), "failed: put id:ns:d::bad: 400") {
+		t.Errorf("the command's lines:\n%s", lines.String())
+	}
+}
+
+// TestRedactsEncodedSecrets: a header value the server echoes as sent,
+// URL-encoded or base64-encoded, is redacted in what a report quotes; so
+// is a short value, as a whole word only.
+func TestRedactsEncodedSecrets(t *testing.T) {
+	t.Parallel()
+	secret := "Bearer s3cr3t/t0ken+x=y"
+	r := newRedactor(http.Header{"Authorization": {secret}, "X-Tenant": {"ab1"}})
+	token := "s3cr3t/t0ken+x=y"
+	for _, echo := range []string{
+		secret, token, url.QueryEscape(secret), url.QueryEscape(token), url.PathEscape(token),
+		base64.StdEncoding.EncodeToString([]byte(secret)), base64.RawURLEncoding.EncodeToString([]byte(token)),
+	} {
+		body := `{"message":"refused: the header was ` + echo + ` (tenant ab1, cab1n kept)"}`
+		got := message([]byte(body), r)
+		if strings.Contains(got, echo) || !strings.Contains(got, "[redacted]") {
+			t.Errorf("message(%q) = %q, want %q redacted", body, got, echo)
+		}
+		if strings.Contains(got, "ab1,") || !strings.Contains(got, "cab1n") {
+			t.Errorf("message(%q) = %q, want ab1 redacted as a word and cab1n kept", body, got)
+		}
+	}
+}
