@@ -186,7 +186,7 @@ func (c *Client) Send(ctx context.Context, o Operation) (Result, error) {
 			return Result{}, &Error{Err: context.Cause(ctx)}
 		}
 	}
-	res, err, _ := c.sendOp(ctx, nil, op)
+	res, _, err := c.sendOp(ctx, nil, op)
 	return res, err
 }
 

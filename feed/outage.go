@@ -120,20 +120,6 @@ func (p *pause) stopLimit() {
 	}
 }
 
-// wait waits until no pause is on, or ctx ends.
-func (p *pause) wait(ctx context.Context) error {
-	ch := p.waiting.Load()
-	if ch == nil {
-		return ctx.Err()
-	}
-	select {
-	case <-*ch:
-		return ctx.Err()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // paused reports whether a pause is on.
 func (p *pause) paused() bool { return p.waiting.Load() != nil }
 

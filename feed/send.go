@@ -16,15 +16,15 @@ import (
 // on its document may go: it was acknowledged, or kept by
 // Config.BeforeUnsafe for another feed.
 func (c *Client) sendFeedOp(r *run, op *operation) bool {
-	_, _, how := c.sendOp(r.sendCtx, r, op)
+	_, how, _ := c.sendOp(r.sendCtx, r, op)
 	return how == endAcked || how == endKept
 }
 
 // sendOp sends op, of run r or of a Send (r nil), to an endpoint through
 // the retrying clients, moving it to another when its endpoint fails it
-// (see detour and redial), and finishes it: it returns its Result, the
-// error finish handed out, and how it ended.
-func (c *Client) sendOp(ctx context.Context, r *run, op *operation) (Result, error, ending) {
+// (see detour and redial), and finishes it: it returns its Result, how it
+// ended, and the error finish handed out.
+func (c *Client) sendOp(ctx context.Context, r *run, op *operation) (Result, ending, error) {
 	ctx, st, cancel := withOpState(ctx)
 	st.run = r
 	defer cancel(nil)
@@ -83,13 +83,13 @@ type verdict struct {
 // the feed stopped before a request of it went out is not sent: it is
 // told at the end, in input order; one not safe to repeat whose request
 // may have been applied has an unknown outcome.
-func (c *Client) end(r *run, op *operation, st *opState, v verdict) (Result, error, ending) {
+func (c *Client) end(r *run, op *operation, st *opState, v verdict) (Result, ending, error) {
 	res := Result{Status: v.status, Attempts: int(st.attempts.Load()), Message: v.msg, Trace: v.trace}
 	how := v.how
 	if how == endFailed {
 		if r != nil && res.Attempts == 0 && r.ctx.Err() != nil && errors.Is(v.cause, stopCause(r.ctx)) {
 			r.addUnsent(op)
-			return res, &Error{Err: ErrNotSent}, endNotSent
+			return res, endNotSent, &Error{Err: ErrNotSent}
 		}
 		if st.unknown(op) {
 			how = endUnknown
@@ -100,7 +100,7 @@ func (c *Client) end(r *run, op *operation, st *opState, v verdict) (Result, err
 		elem = op.public()
 	}
 	err := c.finish(r, outcome{op: op, elem: elem, how: how, res: res, cause: v.cause})
-	return res, err, how
+	return res, how, err
 }
 
 // sendTo sends op to e, and says what came of it: acknowledged, failed,

@@ -94,11 +94,7 @@ type opState struct {
 	// operation was not acknowledged: it got no response and was not
 	// refused at its dial, or a 500, 502 or 504 came back.
 	maybeApplied atomic.Bool
-	// result and err are what became of the operation, set by the
-	// goroutine that sends it.
-	result Result
-	err    *Error
-	run    *run // the operation's Feed; nil for a Send
+	run          *run // the operation's Feed; nil for a Send
 	// failedOn are the endpoints on which the operation used up its
 	// attempts and that it left for another (see detour); only the
 	// goroutine that sends it uses it.

@@ -28,6 +28,9 @@ const (
 	// checkpointEvery is the most often the file is rewritten when no
 	// operation waits for a reservation.
 	checkpointEvery = time.Second
+	// groupEvery is the most often it is rewritten for reservations: the
+	// operations that ask meanwhile go together, with one sync for all.
+	groupEvery = 10 * time.Millisecond
 )
 
 // errSentBefore is why an operation not safe to repeat is not sent again
@@ -318,8 +321,8 @@ func (ck *checkpoint) beginWrite() {
 }
 
 // start writes the first checkpoint, and then rewrites it when an
-// operation waits for a reservation, and every second while anything
-// changed, until finish.
+// operation waits for a reservation (at most every groupEvery), and every
+// second while anything changed, until finish.
 func (ck *checkpoint) start() error {
 	if err := ck.rewrite(); err != nil {
 		return err
@@ -329,13 +332,23 @@ func (ck *checkpoint) start() error {
 		defer close(ck.stopped)
 		t := time.NewTicker(checkpointEvery)
 		defer t.Stop()
+		last := time.Now()
 		for {
 			select {
 			case <-ck.stop:
 				return
 			case <-t.C:
 			case <-ck.led.Asked():
+				// Let the operations about to ask join this rewrite.
+				if wait := groupEvery - time.Since(last); wait > 0 {
+					select {
+					case <-time.After(wait):
+					case <-ck.stop:
+						return
+					}
+				}
 			}
+			last = time.Now()
 			if err := ck.rewrite(); err != nil {
 				ck.mu.Lock()
 				ck.werr = cmp.Or(ck.werr, err)
