@@ -30,8 +30,9 @@ type Ledger struct {
 	mu      sync.Mutex
 	first   int64   // the ordinal of entries[0]
 	entries []entry // from the watermark on, in ordinal order
-	carried []int64 // reservations of an earlier feed, not yet read, rising
-	prev    []Run   // ordinals an earlier feed reserved (see SentBefore)
+	carried []int64 // reservations of an earlier feed by ordinal, not yet read, rising
+	prevPos []Run   // reservations of an earlier feed by position, rising
+	lastPos int64   // the position of the last element read; -1 before any
 
 	gen     uint64        // the last snapshot's generation
 	durable uint64        // the last committed snapshot's generation
@@ -47,20 +48,34 @@ type entry struct {
 	// gen is 0 for an element not reserved, or the generation of the
 	// first snapshot that holds its reservation; carried reservations
 	// have generation 1, durable from the start.
-	gen uint64
+	gen     uint64
+	carried bool // an earlier feed reserved it
 }
 
 // New returns a ledger that resumes from an earlier feed's reservations:
 // the ordinals (from the same watermark) that it may have sent and did
 // not finish, which SentBefore then reports. prev may be nil.
 func New(prev []Run) *Ledger {
-	l := &Ledger{commit: make(chan struct{}), asked: make(chan struct{}, 1), prev: slices.Clone(prev), gen: 1, durable: 1}
+	l := newLedger()
 	for _, r := range prev {
 		for o := r[0]; o <= r[1]; o++ {
 			l.carried = append(l.carried, o)
 		}
 	}
 	return l
+}
+
+// NewPos is New for an earlier feed's reservations given by position (a
+// Kafka partition's offsets): each run covers the elements whose
+// positions lie in it.
+func NewPos(prev []Run) *Ledger {
+	l := newLedger()
+	l.prevPos = slices.Clone(prev)
+	return l
+}
+
+func newLedger() *Ledger {
+	return &Ledger{commit: make(chan struct{}), asked: make(chan struct{}, 1), gen: 1, durable: 1, lastPos: -1}
 }
 
 // Add records the next element read, at pos with aux, and returns its
@@ -74,9 +89,19 @@ func (l *Ledger) Add(pos int64, aux int) int64 {
 		l.carried = l.carried[1:]
 	}
 	if len(l.carried) > 0 && l.carried[0] == ord {
-		e.gen = 1 // an earlier feed's reservation stands until it is done
+		e.carried = true
 		l.carried = l.carried[1:]
 	}
+	for len(l.prevPos) > 0 && l.prevPos[0][1] < pos {
+		l.prevPos = l.prevPos[1:]
+	}
+	if len(l.prevPos) > 0 && l.prevPos[0][0] <= pos {
+		e.carried = true
+	}
+	if e.carried {
+		e.gen = 1 // an earlier feed's reservation stands until it is done
+	}
+	l.lastPos = pos
 	l.entries = append(l.entries, e)
 	return ord
 }
@@ -134,12 +159,8 @@ func (l *Ledger) Done(ord int64) {
 func (l *Ledger) SentBefore(ord int64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, r := range l.prev {
-		if r[0] <= ord && ord <= r[1] {
-			return true
-		}
-	}
-	return false
+	e := l.entry(ord)
+	return e != nil && e.carried
 }
 
 // Reserve asks for the element ord to be reserved and waits until a
@@ -207,8 +228,11 @@ type Snapshot struct {
 	Aux      int
 	// Done and Reserved are runs of ordinals, from the watermark's 0:
 	// the elements done, and those reserved and not done (an earlier
-	// feed's included).
-	Done, Reserved []Run
+	// feed's included). ReservedPos are the same reservations as runs of
+	// positions: each the first and last position of a run of reserved
+	// elements read, or what is left past the last read of an earlier
+	// feed's runs by position.
+	Done, Reserved, ReservedPos []Run
 	// AllDone reports that every element read is done.
 	AllDone bool
 	// Gen is the snapshot's generation, for Committed.
@@ -233,20 +257,34 @@ func (l *Ledger) Snapshot() Snapshot {
 		e := l.entries[0]
 		s.Ord, s.Pos, s.Aux = l.first, e.pos, e.aux
 	}
+	inRun := false // the element before was reserved
 	for j, e := range l.entries {
 		o := int64(j)
+		reserved := !e.done && e.gen != 0
 		switch {
 		case e.done:
 			s.Done = addRun(s.Done, o)
-		case e.gen != 0:
+		case reserved:
 			s.Reserved = addRun(s.Reserved, o)
 			s.AllDone = false
 		default:
 			s.AllDone = false
 		}
+		switch {
+		case reserved && inRun:
+			s.ReservedPos[len(s.ReservedPos)-1][1] = e.pos
+		case reserved:
+			s.ReservedPos = append(s.ReservedPos, Run{e.pos, e.pos})
+		}
+		inRun = reserved
 	}
 	for _, o := range l.carried {
 		s.Reserved = addRun(s.Reserved, o-l.first)
+	}
+	for _, r := range l.prevPos {
+		if r[1] > l.lastPos {
+			s.ReservedPos = append(s.ReservedPos, Run{max(r[0], l.lastPos+1), r[1]})
+		}
 	}
 	// Nothing read: the earlier feed's state stands (the caller's).
 	return s

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -132,4 +133,35 @@ func TestCarriedReservations(t *testing.T) {
 	if want := []Run{{3, 4}}; s.Ord != 2 || !slices.Equal(s.Reserved, want) {
 		t.Errorf("watermark %d, Reserved %v; want 2 and %v (5 and 6 from it)", s.Ord, s.Reserved, want)
 	}
+}
+
+// TestCarriedByPosition: an earlier feed's reservations given by position
+// (Kafka offsets, with gaps) mark the elements read in them, and what is
+// not read yet stays in ReservedPos; this feed's reservations come out as
+// runs of positions.
+func TestCarriedByPosition(t *testing.T) {
+	l := NewPos([]Run{{12, 15}, {40, 49}})
+	for _, pos := range []int64{10, 11, 12, 14, 20, 21, 42} { // 13 and 15 are gone (compacted)
+		l.Add(pos, 0)
+	}
+	ord12, _ := l.Find(12)
+	ord42, _ := l.Find(42)
+	ord20, _ := l.Find(20)
+	if !l.SentBefore(ord12) || !l.SentBefore(ord42) || l.SentBefore(ord20) {
+		t.Error("SentBefore does not follow the runs by position")
+	}
+	ord21, _ := l.Find(21)
+	go func() { _ = l.Reserve(context.Background(), ord21) }()
+	for l.Waiting() == 0 {
+		runtime.Gosched()
+	}
+	s := l.Snapshot()
+	// 21 and 42 are read one after the other: one run.
+	if want := []Run{{12, 14}, {21, 42}, {43, 49}}; !slices.Equal(s.ReservedPos, want) {
+		t.Errorf("ReservedPos = %v, want %v", s.ReservedPos, want)
+	}
+	if want := []Run{{2, 3}, {5, 6}}; !slices.Equal(s.Reserved, want) {
+		t.Errorf("Reserved = %v, want %v (2, 3 and 6 carried, 5 asked)", s.Reserved, want)
+	}
+	l.Committed(s)
 }
