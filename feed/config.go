@@ -112,6 +112,16 @@ type Config struct {
 	// an operation whose outcome is unknown (written to Unknown), since an
 	// earlier feed may have applied it.
 	BeforeUnsafe func(context.Context, Operation) error
+	// Fence, if not nil, is called before each request of every
+	// operation goes on the wire (its retries included), from the
+	// goroutine that sends it, and may block: a Kafka member sends a
+	// record only while it still owns the record's partition. When it
+	// returns an error, the request does not go out and the operation is
+	// not sent again: an error that matches ErrNotSent ends it with that
+	// error, neither written nor counted (its Result.Attempts says
+	// whether an earlier request of it went out), as with BeforeUnsafe;
+	// another error fails it.
+	Fence func(context.Context, Operation) error
 	// HoldBack are document ids whose operations are held back from the
 	// start of each Feed, as after a failure (ErrHeldBack): a feed resumed
 	// after a crash names those of its earlier Failed and Unknown files,

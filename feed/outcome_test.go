@@ -2,12 +2,16 @@ package feed
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/seed32e55400/retries/feed/feedtest"
@@ -113,5 +117,63 @@ func TestRedactsEncodedSecrets(t *testing.T) {
 		if strings.Contains(got, "ab1,") || !strings.Contains(got, "cab1n") {
 			t.Errorf("message(%q) = %q, want ab1 redacted as a word and cab1n kept", body, got)
 		}
+	}
+}
+
+// TestFenceStopsEveryRequest: Config.Fence is asked before each request,
+// retries included. An operation it refuses before its first request is
+// never sent, one it refuses before a retry is not sent again, and both
+// end with its error (ErrNotSent: kept, neither written nor counted as
+// failed), with their attempts.
+func TestFenceStopsEveryRequest(t *testing.T) {
+	t.Parallel()
+	srv := feedtest.New(t, func(r *http.Request, n int) int {
+		if strings.HasSuffix(r.URL.Path, "/retried") && n == 0 {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	})
+	var failed bytes.Buffer
+	cfg := testFeedConfig(srv.URL, nil)
+	cfg.Failed = &failed
+	fenced := fmt.Errorf("the partition moved: %w", ErrNotSent)
+	var mu sync.Mutex
+	asked := map[string]int{}
+	cfg.Fence = func(_ context.Context, o Operation) error {
+		mu.Lock()
+		defer mu.Unlock()
+		asked[o.ID]++
+		switch {
+		case o.ID == "id:ns:d::fenced", o.ID == "id:ns:d::retried" && asked[o.ID] > 1:
+			return fenced
+		}
+		return nil
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := `{"put":"id:ns:d::ok","fields":{}}
+{"put":"id:ns:d::fenced","fields":{}}
+{"put":"id:ns:d::retried","fields":{}}
+`
+	got := map[string]Result{}
+	errs := map[string]error{}
+	_ = c.Feed(t.Context(), Read(strings.NewReader(input)), func(o Operation, r Result, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		got[o.ID], errs[o.ID] = r, err
+	})
+	if errs["id:ns:d::ok"] != nil || !errors.Is(errs["id:ns:d::fenced"], fenced) || !errors.Is(errs["id:ns:d::retried"], ErrNotSent) {
+		t.Errorf("errors %v, want the fenced ones to end with the fence's error", errs)
+	}
+	if got["id:ns:d::fenced"].Attempts != 0 || got["id:ns:d::retried"].Attempts != 1 {
+		t.Errorf("attempts %d and %d, want 0 and 1", got["id:ns:d::fenced"].Attempts, got["id:ns:d::retried"].Attempts)
+	}
+	if ids := appliedIDs(srv); ids["fenced"] != 0 || ids["retried"] != 0 || ids["ok"] != 1 {
+		t.Errorf("applied %v, want only ok", ids)
+	}
+	if res := c.Report(); res.failed != 0 || failed.Len() != 0 {
+		t.Errorf("%d failed, -failed holds %q; want the fenced ones kept, not failed", res.failed, failed.String())
 	}
 }

@@ -26,7 +26,7 @@ func (c *Client) sendFeedOp(r *run, op *operation) bool {
 // ended, and the error finish handed out.
 func (c *Client) sendOp(ctx context.Context, r *run, op *operation) (Result, ending, error) {
 	ctx, st, cancel := withOpState(ctx)
-	st.run = r
+	st.run, st.op, st.fence = r, op, c.cfg.Fence
 	defer cancel(nil)
 	// An interrupt ends the operation unless a request of it is on the
 	// wire; then as that request leaves it.
@@ -155,6 +155,12 @@ func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 func (c *Client) classifyError(ctx context.Context, e *endpoint, op *operation, st *opState, err error) verdict {
 	if errors.Is(err, errMoved) { // nothing of it was on the wire when it moved
 		return verdict{moved: true}
+	}
+	if fe := (*fenceError)(nil); errors.As(err, &fe) {
+		if errors.Is(fe.err, ErrNotSent) {
+			return verdict{how: endKept, cause: fe.err}
+		}
+		return verdict{how: endFailed, cause: fe.err}
 	}
 	// The report names the operation; the client's *url.Error would name
 	// its URL again.

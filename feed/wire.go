@@ -94,7 +94,9 @@ type opState struct {
 	// operation was not acknowledged: it got no response and was not
 	// refused at its dial, or a 500, 502 or 504 came back.
 	maybeApplied atomic.Bool
-	run          *run // the operation's Feed; nil for a Send
+	run          *run       // the operation's Feed; nil for a Send
+	op           *operation // the operation
+	fence        func(context.Context, Operation) error
 	// failedOn are the endpoints on which the operation used up its
 	// attempts and that it left for another (see detour); only the
 	// goroutine that sends it uses it.
@@ -256,6 +258,11 @@ type wireCounter struct {
 
 func (t wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	st, _ := req.Context().Value(opKey{}).(*opState)
+	if st != nil && st.fence != nil {
+		if err := st.fence(req.Context(), st.op.public()); err != nil {
+			return nil, &fenceError{err}
+		}
+	}
 	if st != nil && !st.enter(req.Context()) {
 		return nil, context.Cause(req.Context())
 	}
@@ -372,9 +379,10 @@ var (
 	// A TLS error (a certificate refused either way, a server that does
 	// not speak TLS) is never retried: it would fail the same way, and the
 	// feed stops at the first one instead (see isTLSError).
+	// A request that Config.Fence stopped is not retried either.
 	retrySafe = retries.RetryAll(
 		retries.RetryAny(retries.DocV1.Retry(), retries.RetryIfStatus(http.StatusBadGateway, http.StatusGatewayTimeout)),
-		retries.RetryNot(retries.RetryIfError(isTLSError)))
+		retries.RetryNot(retries.RetryIfError(isTLSError)), retries.RetryNot(retries.RetryIfErrorAs[*fenceError]()))
 
 	// retryUnsafe is for a conditional or arithmetic update, which must
 	// not be applied twice: only outcomes that say the operation was not
@@ -383,6 +391,13 @@ var (
 	// unknown, so the operation fails and is reported instead.
 	retryUnsafe = retries.RetryAny(retries.RetryIfStatus(http.StatusServiceUnavailable), retries.RetryIfError(isDialError))
 )
+
+// fenceError is Config.Fence's refusal of a request.
+type fenceError struct{ err error }
+
+func (e *fenceError) Error() string { return e.err.Error() }
+
+func (e *fenceError) Unwrap() error { return e.err }
 
 // isTLSError reports whether err is a TLS failure that every attempt would
 // meet again: a certificate the client does not trust, an alert from the
