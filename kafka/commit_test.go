@@ -2,10 +2,12 @@ package kafka
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
 
+	"github.com/seed32e55400/retries/internal/ledger"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -40,33 +42,71 @@ func (l *landing) commit(ctx context.Context, offsets map[int32]kgo.EpochOffset,
 // TestCommitsLandInPlanOrder: a periodic commit planned before a revoke and
 // still in flight when the revoke commits lands first, and the revoke's
 // plan, made after it, lands last: the group keeps the revoke's
-// reservation, not the periodic one's, which reserved records this member
+// reservations, not the periodic one's, which listed a record this member
 // never sent.
 func TestCommitsLandInPlanOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newMember(Config{Topic: opsTopic})
 		l := &landing{release: make(chan struct{})}
 		m.commitOffsets = l.commit
-		m.parts[0] = &partition{id: 0, known: true, committed: -1, next: 100, fed: 100, fedSince: 100}
+		pt := m.newPartition(0, nil)
+		pt.known, pt.next = true, 110
+		for o := int64(100); o < 110; o++ {
+			pt.led.Add(o, 0)
+		}
+		m.parts[0] = pt
+		ord, _ := pt.led.Find(105)
+		reserved := make(chan error, 1)
+		go func() { reserved <- pt.led.Reserve(t.Context(), ord) }() // a record about to go out
+		synctest.Wait()
 		ctx := context.Background()
 		var wg sync.WaitGroup
-		wg.Go(func() { m.commit(ctx, nil, false) }) // reserves 100 + 150
+		wg.Go(func() { m.commit(ctx, nil, false) }) // lists 105
 		synctest.Wait()
 		m.mu.Lock()
-		m.parts[0].revoked = true
+		pt.revoked = true
+		pt.cancel()
 		m.mu.Unlock()
-		wg.Go(func() { m.commit(ctx, map[int32]bool{0: true}, false) }) // nothing in the feed: reserves only what is done
+		pt.led.Unreserve(ord)                                           // it was not sent after all
+		wg.Go(func() { m.commit(ctx, map[int32]bool{0: true}, false) }) // lists nothing
 		synctest.Wait()
 		close(l.release)
 		wg.Wait()
-		want := []string{reservedKey + "250", reservedKey + "100"}
+		want := []string{reservedKey + "105", reservedKey}
 		if len(l.meta) != 2 || l.meta[0] != want[0] || l.meta[1] != want[1] {
 			t.Errorf("landed %q, want %q", l.meta, want)
 		}
-		if r := m.parts[0].reserved; r != 100 {
-			t.Errorf("reserved %d after the revoke's commit, want 100", r)
+		if err := <-reserved; err != nil {
+			t.Errorf("the reservation: %v", err)
+		}
+		if pt.meta != reservedKey || pt.committed != 100 {
+			t.Errorf("after the revoke's commit: %d, %q; want 100 and no reservation", pt.committed, pt.meta)
 		}
 	})
+}
+
+// TestReservedMeta: the metadata lists runs of offsets, reads an older
+// member's frontier, and merges runs past its bound into one.
+func TestReservedMeta(t *testing.T) {
+	runs := []ledger.Run{{12, 14}, {20, 20}, {31, 40}}
+	meta := reservedMeta(runs)
+	if meta != reservedKey+"12-14,20,31-40" {
+		t.Errorf("reservedMeta = %q", meta)
+	}
+	if got := parseReserved(&meta, 10); !slices.Equal(got, runs) {
+		t.Errorf("parseReserved(%q) = %v, want %v", meta, got, runs)
+	}
+	old := oldReservedKey + "689"
+	if got := parseReserved(&old, 687); !slices.Equal(got, []ledger.Run{{687, 688}}) {
+		t.Errorf("parseReserved(%q) = %v, want [687 688]", old, got)
+	}
+	var many []ledger.Run
+	for i := range int64(1000) {
+		many = append(many, ledger.Run{10 * i, 10*i + 1})
+	}
+	if got := reservedMeta(many); got != reservedKey+"0-9991" {
+		t.Errorf("reservedMeta of 1000 runs = %.60q…, want one run over them all", got)
+	}
 }
 
 // TestNoCommitBeforeOffsetsFetched: a partition assigned and revoked before

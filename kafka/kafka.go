@@ -15,11 +15,18 @@
 // paused by an outage, the member stops fetching and commits nothing new.
 //
 // An operation not safe to repeat (an arithmetic or conditional update) goes
-// out only once the group's committed metadata for its partition reserves its
-// offset. A member that takes a partition over reports each such record that
-// the last owner reserved and did not finish as of unknown outcome
-// (dead-lettered, not sent again), so that no increment is applied twice after
-// a crash.
+// out only once the group's committed metadata for its partition lists its
+// offset as reserved; the records about to go out are committed together. A
+// member that takes a partition over reports each such record that the last
+// owner reserved and did not finish as of unknown outcome (dead-lettered, not
+// sent again), so that no increment is applied twice after a crash.
+//
+// A member sends a record only while it holds a lease: the time the group
+// last accepted one of its commits, plus the session timeout, before which
+// the group cannot have given its partitions to another member. A member
+// whose process stalled past its session timeout wakes up with its lease run
+// out, and sends nothing until a commit renews it or the group takes its
+// partitions, so it never overwrites what their new owner wrote.
 package kafka
 
 import (
@@ -30,7 +37,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +48,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seed32e55400/retries/feed"
+	"github.com/seed32e55400/retries/internal/ledger"
 )
 
 // Defaults of Config.
@@ -60,14 +67,19 @@ const (
 	ReasonHeader = "retries-failed-reason"
 )
 
-// minReserve is the fewest offsets past the last record handed to the feed
-// that a commit reserves, in a partition, for the operations not safe to
-// repeat; each commit reserves half as many again as the feed took from
-// the partition since the last.
-const minReserve = 64
-
-// reservedKey prefixes the commit metadata that holds a reservation.
-const reservedKey = "retries-reserved="
+// reservedKey prefixes the commit metadata that lists the reservations of
+// a partition: the offsets of the records not safe to repeat that may have
+// been sent and are not done, as runs ("12-14,21"). oldReservedKey
+// prefixed a frontier: every offset below it.
+const (
+	reservedKey    = "retries-reserved2="
+	oldReservedKey = "retries-reserved="
+	// maxReservedMeta bounds the metadata: runs past it are merged into
+	// one, from the first to the last (brokers allow 4 KiB by default).
+	maxReservedMeta = 3000
+	// groupEvery is the most often a reservation asked for commits.
+	groupEvery = 10 * time.Millisecond
+)
 
 // errSentBefore is why a record not safe to repeat is not sent by the
 // member that takes its partition over.
@@ -141,7 +153,7 @@ func Run(ctx, force context.Context, cfg Config) (Report, error) {
 	m := newMember(cfg)
 	m.commitOffsets = m.commitSync
 	fc := cfg.Feed
-	fc.Failed, fc.Unknown, fc.Unread, fc.Resumable, fc.BeforeUnsafe = nil, nil, nil, true, m.beforeUnsafe
+	fc.Failed, fc.Unknown, fc.Unread, fc.Resumable, fc.BeforeUnsafe, fc.Fence = nil, nil, nil, true, m.beforeUnsafe, m.fence
 	if fc.Log == nil {
 		fc.Log = cfg.Log
 	}
@@ -176,21 +188,7 @@ func Run(ctx, force context.Context, cfg Config) (Report, error) {
 	commitsDone := make(chan struct{})
 	go func() {
 		defer close(commitsDone)
-		t := time.NewTicker(cmp.Or(cfg.CommitInterval, DefaultCommitInterval))
-		defer t.Stop()
-		last := time.Now()
-		for {
-			select {
-			case <-commitCtx.Done():
-				return
-			case <-t.C:
-				m.commit(commitCtx, nil, false)
-			}
-			if cfg.Progress > 0 && time.Since(last) >= cfg.Progress {
-				last = time.Now()
-				fmt.Fprintf(m.log, "retries-kafka: fed %d, dead-lettered %d, commits %d, lag %d\n", m.fed.Load(), m.dead.Load(), m.commits.Load(), m.lag())
-			}
-		}
+		m.commitLoop(commitCtx)
 	}()
 	go m.poll(ctx)
 	go m.merge(ctx)
@@ -200,9 +198,45 @@ func Run(ctx, force context.Context, cfg Config) (Report, error) {
 	final := context.WithoutCancel(ctx)
 	_ = m.cl.Flush(final) // the dead letters in flight
 	m.commit(final, nil, true)
+	lag := m.lag() // before leaving: the revoke lets every partition go
 	_ = m.cl.LeaveGroupContext(final)
-	return Report{Fed: m.fed.Load(), DeadLettered: m.dead.Load(), Commits: m.commits.Load(), Lag: m.lag(), Feed: m.fc.Report()}, nil
+	return Report{Fed: m.fed.Load(), DeadLettered: m.dead.Load(), Commits: m.commits.Load(), Lag: lag, Feed: m.fc.Report()}, nil
 }
+
+// commitLoop commits every CommitInterval (or a third of the session
+// timeout, if less, so that the lease stays renewed), and soon after an
+// operation asks for a reservation or waits for the lease, until ctx ends.
+func (m *member) commitLoop(ctx context.Context) {
+	every := min(cmp.Or(m.cfg.CommitInterval, DefaultCommitInterval), m.session()/3)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	last, lastProgress := time.Now(), time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-m.asked:
+			// Let the operations about to ask join this commit.
+			if wait := groupEvery - time.Since(last); wait > 0 {
+				select {
+				case <-time.After(wait):
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+		last = time.Now()
+		m.commit(ctx, nil, false)
+		if p := m.cfg.Progress; p > 0 && time.Since(lastProgress) >= p {
+			lastProgress = time.Now()
+			fmt.Fprintf(m.log, "retries-kafka: fed %d, dead-lettered %d, commits %d, lag %d\n", m.fed.Load(), m.dead.Load(), m.commits.Load(), m.lag())
+		}
+	}
+}
+
+// session is the group's session timeout.
+func (m *member) session() time.Duration { return cmp.Or(m.cfg.SessionTimeout, DefaultSessionTimeout) }
 
 // lag returns the records of the member's partitions not committed, as of
 // their last fetch.
@@ -218,8 +252,8 @@ func (m *member) lag() int64 {
 
 // newMember returns the member of cfg, with no client yet.
 func newMember(cfg Config) *member {
-	m := &member{cfg: cfg, parts: map[int32]*partition{}, raised: make(chan struct{}), items: make(chan item, 64),
-		ready: make(chan struct{}, 1), committing: make(chan struct{}, 1)}
+	m := &member{cfg: cfg, parts: map[int32]*partition{}, renewed: make(chan struct{}), items: make(chan item, 64),
+		ready: make(chan struct{}, 1), committing: make(chan struct{}, 1), asked: make(chan struct{}, 1)}
 	m.cond = sync.NewCond(&m.mu)
 	m.log = cmp.Or[io.Writer](cfg.Log, cfg.Feed.Log, io.Discard)
 	return m
@@ -232,10 +266,16 @@ type member struct {
 	fc  *feed.Client
 	log io.Writer
 
-	mu     sync.Mutex
-	cond   *sync.Cond // broadcast when a record is done or kept, for a revoke
-	parts  map[int32]*partition
-	raised chan struct{} // closed when a reservation rises or a partition is revoked
+	mu    sync.Mutex
+	cond  *sync.Cond // broadcast when a record is done or kept, for a revoke
+	parts map[int32]*partition
+	// The lease: a record goes out only until leaseUntil, the time the
+	// last commit that the group accepted was sent plus the session
+	// timeout, since the group cannot have moved the member's partitions
+	// before then. renewed is closed when it is renewed.
+	leaseUntil time.Time
+	renewed    chan struct{}
+	asked      chan struct{} // a reservation or the lease waits for a commit
 
 	items chan item     // fetched records, to the feed
 	ready chan struct{} // a fetch added pending records
@@ -256,8 +296,9 @@ type member struct {
 
 // item is a fetched record and its partition's state.
 type item struct {
-	p *partition
-	r *kgo.Record
+	p   *partition
+	r   *kgo.Record
+	fed bool // handed to the feed: its partition counts it in inFeed until it is done or kept
 }
 
 // maxPending is how many records a partition may have fetched and not yet
@@ -288,7 +329,7 @@ func (m *member) poll(ctx context.Context) {
 				if r.Offset < pt.next {
 					continue
 				}
-				pt.queue = append(pt.queue, entry{offset: r.Offset})
+				pt.led.Add(r.Offset, 0)
 				pt.pending = append(pt.pending, r)
 				pt.next = r.Offset + 1
 			}
@@ -407,15 +448,10 @@ func (m *member) ops(ctx context.Context) func(func(feed.Operation, error) bool)
 				continue // stopping: neither fed nor committed
 			}
 			m.mu.Lock()
-			stale := it.p.revoked
-			e := it.p.find(it.r.Offset)
-			if !stale && e != nil {
-				e.yielded = true
-				it.p.fed = max(it.p.fed, it.r.Offset+1)
-				it.p.fedSince++
-			}
+			_, found := it.p.led.Find(it.r.Offset)
+			stale := it.p.revoked || !found
 			m.mu.Unlock()
-			if stale || e == nil {
+			if stale {
 				continue
 			}
 			op, err := parseRecord(it.r.Value)
@@ -423,8 +459,13 @@ func (m *member) ops(ctx context.Context) func(func(feed.Operation, error) bool)
 				m.deadLetter(it, "not a valid operation: "+err.Error())
 				continue
 			}
+			m.mu.Lock()
+			it.fed = true
+			it.p.inFeed++
+			m.mu.Unlock()
 			op.Tag = it
 			if !yield(op, nil) {
+				m.finish(it, feed.Result{}, false)
 				return
 			}
 		}
@@ -453,7 +494,7 @@ func parseRecord(value []byte) (feed.Operation, error) {
 
 // done is the feed's done: an acknowledged record is done, a failed one is
 // dead-lettered, and one not sent is left to the next owner.
-func (m *member) done(op feed.Operation, _ feed.Result, err error) {
+func (m *member) done(op feed.Operation, res feed.Result, err error) {
 	it, _ := op.Tag.(item)
 	if it.p == nil {
 		return
@@ -461,21 +502,31 @@ func (m *member) done(op feed.Operation, _ feed.Result, err error) {
 	switch {
 	case err == nil:
 		m.fed.Add(1)
-		m.finish(it, true)
+		m.finish(it, res, true)
 	case errors.Is(err, feed.ErrNotSent):
-		m.finish(it, false)
+		m.finish(it, res, false)
 	default:
 		m.deadLetter(it, err.Error())
 	}
 }
 
-// finish marks the record of it done, or, without done, no longer in the
-// feed's hands (it is kept for the next owner, and commits stop below it).
-func (m *member) finish(it item, done bool) {
+// finish marks the record of it done, or, without done, kept for the next
+// owner (commits stop below it): its reservation, if any, ends when no
+// request of it went out (res.Attempts is 0), and is passed on otherwise.
+// A record the feed had is no longer in its hands.
+func (m *member) finish(it item, res feed.Result, done bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if e := it.p.find(it.r.Offset); e != nil {
-		e.done, e.yielded = done, false
+	if ord, ok := it.p.led.Find(it.r.Offset); ok {
+		switch {
+		case done:
+			it.p.led.Done(ord)
+		case res.Attempts == 0:
+			it.p.led.Unreserve(ord)
+		}
+	}
+	if it.fed {
+		it.p.inFeed--
 	}
 	m.cond.Broadcast()
 }
@@ -510,48 +561,83 @@ func (m *member) deadLetter(it item, reason string) {
 func (m *member) lettered(it item, err error) {
 	if err != nil {
 		fmt.Fprintf(m.log, "retries-kafka: the dead letter of %s/%d@%d: %v; the record stays uncommitted\n", it.r.Topic, it.r.Partition, it.r.Offset, err)
-		m.finish(it, false)
+		m.finish(it, feed.Result{Attempts: 1}, false) // its reservation, if any, is passed on
 		return
 	}
 	m.dead.Add(1)
-	m.finish(it, true)
+	m.finish(it, feed.Result{}, true)
 }
 
 // beforeUnsafe is the feed's BeforeUnsafe: a record not safe to repeat goes
-// out once a commit reserves its offset, not at all if the last owner may
+// out once a commit lists it as reserved, not at all if the last owner may
 // have sent it, and not at all once its partition has moved.
 func (m *member) beforeUnsafe(ctx context.Context, op feed.Operation) error {
 	it, _ := op.Tag.(item)
 	if it.p == nil {
 		return nil
 	}
+	pt := it.p
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	revoked := pt.revoked
+	ord, ok := pt.led.Find(it.r.Offset)
+	m.mu.Unlock()
+	switch {
+	case revoked || !ok:
+		return errRevoked
+	case pt.led.SentBefore(ord):
+		return errSentBefore
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(pt.ctx, cancel)()
+	err := pt.led.Reserve(ctx, ord)
+	if pt.ctx.Err() != nil {
+		return errRevoked
+	}
+	return err
+}
+
+// fence is the feed's Fence: a request of a record goes out only while the
+// member owns the record's partition and holds the lease (see leaseUntil).
+// A member whose process stalled past its session timeout wakes up before
+// the group tells it that its partitions moved: its lease has run out, and
+// its requests wait until a commit renews it or the partition is lost.
+func (m *member) fence(ctx context.Context, op feed.Operation) error {
+	it, _ := op.Tag.(item)
+	if it.p == nil {
+		return nil
+	}
 	for {
-		switch pt := it.p; {
-		case pt.revoked:
+		m.mu.Lock()
+		revoked, until, renewed := it.p.revoked, m.leaseUntil, m.renewed
+		m.mu.Unlock()
+		switch {
+		case revoked:
 			return errRevoked
-		case it.r.Offset < pt.prevReserved:
-			return errSentBefore
-		case it.r.Offset < pt.reserved:
+		case time.Now().Before(until):
 			return nil
 		}
-		raised := m.raised
-		m.mu.Unlock()
 		select {
-		case <-raised:
+		case m.asked <- struct{}{}:
+		default:
+		}
+		select {
+		case <-renewed:
+		case <-it.p.ctx.Done():
 		case <-ctx.Done():
-			m.mu.Lock()
 			return ctx.Err()
 		}
-		m.mu.Lock()
 	}
 }
 
-// wake wakes the operations waiting for a reservation. m.mu is held.
-func (m *member) wake() {
-	close(m.raised)
-	m.raised = make(chan struct{})
+// renew renews the lease from sent, when a commit sent then was accepted.
+// m.mu is held.
+func (m *member) renew(sent time.Time) {
+	if until := sent.Add(m.session()); until.After(m.leaseUntil) {
+		m.leaseUntil = until
+		close(m.renewed)
+		m.renewed = make(chan struct{})
+	}
 }
 
 // assigned starts the state of the partitions assigned.
@@ -559,7 +645,7 @@ func (m *member) assigned(_ context.Context, _ *kgo.Client, assigned map[string]
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, p := range assigned[m.cfg.Topic] {
-		m.parts[p] = &partition{id: p, committed: -1, next: 0}
+		m.parts[p] = m.newPartition(p, nil)
 	}
 	fmt.Fprintf(m.log, "retries-kafka: assigned %s %v\n", m.cfg.Topic, assigned[m.cfg.Topic])
 }
@@ -576,11 +662,10 @@ func (m *member) fetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetc
 		}
 		pt.committed, pt.known = offset, true
 		pt.next = max(offset, 0)
-		pt.fed = pt.next
-		if meta != nil && strings.HasPrefix(*meta, reservedKey) {
-			if n, err := strconv.ParseInt(strings.TrimPrefix(*meta, reservedKey), 10, 64); err == nil {
-				pt.prevReserved, pt.reserved = n, n
-			}
+		pt.led = ledger.NewPos(parseReserved(meta, pt.next))
+		pt.led.SetAsked(m.asked)
+		if meta != nil {
+			pt.meta = *meta
 		}
 	}
 	for _, t := range resp.Topics {
@@ -611,10 +696,10 @@ func (m *member) revoked(ctx context.Context, _ *kgo.Client, revoked map[string]
 	for _, p := range ps {
 		if pt := m.parts[p]; pt != nil {
 			pt.revoked = true
+			pt.cancel()
 			only[p] = true
 		}
 	}
-	m.wake()
 	timeout := cmp.Or(m.cfg.Feed.Timeout, 2*time.Minute)
 	if timeout < 0 {
 		timeout = 2 * time.Minute
@@ -648,7 +733,7 @@ func (m *member) revoked(ctx context.Context, _ *kgo.Client, revoked map[string]
 // only. m.mu is held.
 func (m *member) inFeed(only map[int32]bool) bool {
 	for p := range only {
-		if m.parts[p].inFeed() {
+		if m.parts[p].inFeed > 0 {
 			return true
 		}
 	}
@@ -663,29 +748,31 @@ func (m *member) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32)
 	for _, p := range lost[m.cfg.Topic] {
 		if pt := m.parts[p]; pt != nil {
 			pt.revoked = true
+			pt.cancel()
 			if pt.paused {
 				paused = append(paused, p)
 			}
 			delete(m.parts, p)
 		}
 	}
-	m.wake()
 	m.mu.Unlock()
 	m.resumeGone(paused)
 	fmt.Fprintf(m.log, "retries-kafka: lost %s %v\n", m.cfg.Topic, lost[m.cfg.Topic])
 }
 
 // commit commits, for each partition (those in only, if not nil), the
-// offset below which every record is done, with the reservation for the
-// operations not safe to repeat in its metadata: the records the next
-// second will likely read, or, when final (nothing is in flight any more),
-// only what an earlier owner reserved. The Failed file is synced first.
+// offset below which every record is done, with the reservations of the
+// records not safe to repeat that may have been sent and are not done in
+// its metadata, and lets the operations whose reservations it holds go. A
+// commit the group accepts renews the lease; one is made for that alone
+// when the lease has less than two thirds of the session timeout left.
+// The Failed file is synced first.
 func (m *member) commit(ctx context.Context, only map[int32]bool, final bool) {
 	type plan struct {
-		pt        *partition
-		offset    int64
-		reserve   int64
-		newOffset bool
+		pt     *partition
+		offset int64
+		meta   string
+		snap   ledger.Snapshot
 	}
 	select {
 	case m.committing <- struct{}{}:
@@ -695,31 +782,22 @@ func (m *member) commit(ctx context.Context, only map[int32]bool, final bool) {
 	defer func() { <-m.committing }()
 	var plans []plan
 	m.mu.Lock()
+	renew := time.Until(m.leaseUntil) < 2*m.session()/3
 	for p, pt := range m.parts {
 		if (only != nil && !only[p]) || !pt.known {
 			continue // not this commit's, or its committed offset is not fetched yet
 		}
-		pt.compact()
-		wm := pt.next
-		if len(pt.queue) > 0 {
-			wm = pt.queue[0].offset
+		s := pt.led.Snapshot()
+		offset := pt.next // every record read is done
+		if !s.AllDone {
+			offset = s.Pos
 		}
-		reserve := max(pt.reserved, pt.fed+max(minReserve, pt.fedSince+pt.fedSince/2))
-		if final || only != nil {
-			// The partition is let go: no operation passes beforeUnsafe
-			// any more. When none of its records is in the feed's hands,
-			// this member knows what it sent: it reserves nothing, and
-			// passes on only what an earlier owner reserved.
-			reserve = pt.reserved
-			if !pt.inFeed() {
-				reserve = max(pt.prevReserved, wm)
-			}
-		}
-		pt.fedSince = 0
-		if wm == pt.committed && reserve == pt.reserved && !final && only == nil {
+		meta := reservedMeta(s.ReservedPos)
+		if offset == pt.committed && meta == pt.meta && !final && only == nil && !renew {
+			pt.led.Committed(s) // the group holds it already
 			continue
 		}
-		plans = append(plans, plan{pt: pt, offset: wm, reserve: reserve, newOffset: wm != pt.committed})
+		plans = append(plans, plan{pt: pt, offset: offset, meta: meta, snap: s})
 	}
 	m.mu.Unlock()
 	if len(plans) == 0 {
@@ -738,8 +816,9 @@ func (m *member) commit(ctx context.Context, only map[int32]bool, final bool) {
 	meta := map[int32]string{}
 	for _, pl := range plans {
 		offsets[pl.pt.id] = kgo.EpochOffset{Epoch: -1, Offset: pl.offset}
-		meta[pl.pt.id] = reservedKey + strconv.FormatInt(pl.reserve, 10)
+		meta[pl.pt.id] = pl.meta
 	}
+	sent := time.Now()
 	failed, cerr := m.commitOffsets(ctx, offsets, meta)
 	if cerr != nil {
 		fmt.Fprintf(m.log, "retries-kafka: committing: %v\n", cerr)
@@ -747,18 +826,70 @@ func (m *member) commit(ctx context.Context, only map[int32]bool, final bool) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	accepted := false
 	for _, pl := range plans {
 		if err := failed[pl.pt.id]; err != nil {
 			fmt.Fprintf(m.log, "retries-kafka: committing %s/%d: %v\n", m.cfg.Topic, pl.pt.id, err)
 			continue
 		}
-		pl.pt.committed = pl.offset
-		if pl.reserve > pl.pt.reserved || final || only != nil {
-			pl.pt.reserved = pl.reserve
-		}
+		accepted = true
+		pl.pt.committed, pl.pt.meta = pl.offset, pl.meta
+		pl.pt.led.Committed(pl.snap)
+	}
+	if accepted {
+		m.renew(sent)
 	}
 	m.commits.Add(1)
-	m.wake()
+}
+
+// reservedMeta is the commit metadata of the reservations runs, offsets.
+func reservedMeta(runs []ledger.Run) string {
+	var b strings.Builder
+	b.WriteString(reservedKey)
+	for i, r := range runs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(r[0], 10))
+		if r[1] != r[0] {
+			b.WriteByte('-')
+			b.WriteString(strconv.FormatInt(r[1], 10))
+		}
+	}
+	if b.Len() > maxReservedMeta { // one run over them all: more reserved, never fewer
+		return reservedKey + strconv.FormatInt(runs[0][0], 10) + "-" + strconv.FormatInt(runs[len(runs)-1][1], 10)
+	}
+	return b.String()
+}
+
+// parseReserved returns the reservations that the commit metadata meta
+// lists, as runs of offsets; from is the offset committed with it. An
+// older member's frontier N reserves from to N-1.
+func parseReserved(meta *string, from int64) []ledger.Run {
+	if meta == nil {
+		return nil
+	}
+	switch {
+	case strings.HasPrefix(*meta, reservedKey):
+		var runs []ledger.Run
+		for _, f := range strings.Split(strings.TrimPrefix(*meta, reservedKey), ",") {
+			a, b, isRun := strings.Cut(f, "-")
+			lo, err1 := strconv.ParseInt(a, 10, 64)
+			hi, err2 := lo, error(nil)
+			if isRun {
+				hi, err2 = strconv.ParseInt(b, 10, 64)
+			}
+			if err1 == nil && err2 == nil && lo <= hi {
+				runs = append(runs, ledger.Run{lo, hi})
+			}
+		}
+		return runs
+	case strings.HasPrefix(*meta, oldReservedKey):
+		if n, err := strconv.ParseInt(strings.TrimPrefix(*meta, oldReservedKey), 10, 64); err == nil && n > from {
+			return []ledger.Run{{from, n - 1}}
+		}
+	}
+	return nil
 }
 
 // commitSync is commitOffsets through the member's client.
@@ -797,55 +928,25 @@ func (m *member) commitSync(ctx context.Context, offsets map[int32]kgo.EpochOffs
 // partition is the state of one partition assigned.
 type partition struct {
 	id        int32
-	queue     []entry // the records read from the watermark on, offsets rising
-	next      int64   // the offset after the last record read
-	fed       int64   // the offset after the last record handed to the feed
-	fedSince  int64   // records handed to the feed since the last commit
-	committed int64   // the offset last committed (or fetched); -1: none
-	known     bool    // committed is fetched: until then nothing is committed (a commit would move the group back to 0)
-	// reserved is the offset below which an operation not safe to repeat
-	// may go out: the group's committed metadata says so. prevReserved is
-	// what the last owner had reserved: one not done below it may have
-	// been sent.
-	reserved, prevReserved int64
-	hwm                    int64         // the partition's high watermark, as last fetched
-	revoked                bool          // it moved away: its records are no longer this member's
-	pending                []*kgo.Record // fetched, not yet handed to the feed
-	paused                 bool          // its fetching is paused: pending is full
+	led       *ledger.Ledger     // the records read from the committed offset on: done, reserved
+	ctx       context.Context    // ends when the partition moves away
+	cancel    context.CancelFunc //
+	next      int64              // the offset after the last record read
+	inFeed    int                // records in the feed's hands
+	committed int64              // the offset last committed (or fetched); -1: none
+	meta      string             // the metadata last committed (or fetched)
+	known     bool               // committed is fetched: until then nothing is committed (a commit would move the group back to 0)
+	hwm       int64              // the partition's high watermark, as last fetched
+	revoked   bool               // it moved away: its records are no longer this member's
+	pending   []*kgo.Record      // fetched, not yet handed to the feed
+	paused    bool               // its fetching is paused: pending is full
 }
 
-// entry is a record read.
-type entry struct {
-	offset  int64
-	done    bool // acknowledged or dead-lettered
-	yielded bool // in the feed's hands
-}
-
-// find returns the entry of the record at offset, or nil.
-func (pt *partition) find(offset int64) *entry {
-	i, ok := slices.BinarySearchFunc(pt.queue, offset, func(e entry, o int64) int { return cmp.Compare(e.offset, o) })
-	if !ok {
-		return nil
-	}
-	return &pt.queue[i]
-}
-
-// inFeed reports whether any of the partition's records is in the feed's
-// hands.
-func (pt *partition) inFeed() bool {
-	for _, e := range pt.queue {
-		if e.yielded {
-			return true
-		}
-	}
-	return false
-}
-
-// compact drops the done records at the head of the queue.
-func (pt *partition) compact() {
-	i := 0
-	for i < len(pt.queue) && pt.queue[i].done {
-		i++
-	}
-	pt.queue = pt.queue[i:]
+// newPartition returns the state of partition p assigned, with the
+// reservations prev of its last owner.
+func (m *member) newPartition(p int32, prev []ledger.Run) *partition {
+	pt := &partition{id: p, committed: -1, led: ledger.NewPos(prev)}
+	pt.led.SetAsked(m.asked)
+	pt.ctx, pt.cancel = context.WithCancel(context.Background())
+	return pt
 }

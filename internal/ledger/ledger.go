@@ -218,6 +218,14 @@ func (l *Ledger) Unreserve(ord int64) {
 // Committed) when it can.
 func (l *Ledger) Asked() <-chan struct{} { return l.asked }
 
+// SetAsked makes ch, which several ledgers may share (a buffer of one),
+// the channel Asked returns. It is called before any Reserve.
+func (l *Ledger) SetAsked(ch chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.asked = ch
+}
+
 // Snapshot is the state of the ledger to store: a watermark and what is
 // done and reserved past it.
 type Snapshot struct {
