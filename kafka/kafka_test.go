@@ -598,3 +598,46 @@ func TestKcatProducer(t *testing.T) {
 		t.Errorf("fed %d, want %d", res.Fed, n)
 	}
 }
+
+// TestLagAtStop: a member stopped while most of the topic is not fed
+// reports as its lag the records of its partitions not committed at the
+// stop, as the group's commits and the partitions' ends count them (it
+// was counted after leaving the group, which let every partition go, and
+// was always 0).
+func TestLagAtStop(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 2)
+	addrs := c.ListenAddrs()
+	recs := produce(t, addrs, 1000)
+	v := newVespa(t, len(recs)+1) // never all
+	heldN := 0
+	held := make(chan struct{})
+	v.hold = func(string) bool { // hold every request, v.mu held
+		if heldN++; heldN == 2 {
+			close(held)
+		}
+		return true
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan Report, 1)
+	go func() {
+		res, err := Run(ctx, t.Context(), Config{Brokers: addrs, Topic: opsTopic, Group: "lag", FailedTopic: deadTopic,
+			SessionTimeout: time.Second, Feed: feed.Config{URL: v.URL, MaxOutage: -1}, Log: testLog{t}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	await(t, held, v.missing)
+	cancel()          // no more records go to the feed
+	close(v.release) // those held are answered, and the member stops
+	res := await(t, done, v.missing)
+	commits, ends := committed(t, addrs, "lag")
+	want := int64(0)
+	for p, end := range ends {
+		want += end - commits[p]
+	}
+	if res.Lag != want || want == 0 {
+		t.Errorf("Report.Lag = %d, want %d: the records not committed", res.Lag, want)
+	}
+}
