@@ -629,7 +629,7 @@ func TestLagAtStop(t *testing.T) {
 		done <- res
 	}()
 	await(t, held, v.missing)
-	cancel()          // no more records go to the feed
+	cancel()         // no more records go to the feed
 	close(v.release) // those held are answered, and the member stops
 	res := await(t, done, v.missing)
 	commits, ends := committed(t, addrs, "lag")
