@@ -83,6 +83,6 @@ func ExampleRun() {
 	fmt.Printf("fed %d, dead-lettered %d: %s", res.Fed, res.DeadLettered, dead.b.String())
 	fmt.Println("lag", res.Lag)
 	// Output:
-	// fed 3, dead-lettered 1: not an operation
+	// fed 3, dead-lettered 1: {"topic":"docs","partition":0,"offset":2,"key":"id:music:music::1","value":"not an operation","reason":"not a valid operation: line 1: invalid JSON: 'n' where an operation (a JSON object) should start; the input from line 1 on was not read"}
 	// lag 0
 }

@@ -43,6 +43,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -118,7 +119,38 @@ type Config struct {
 	Log io.Writer
 	// ClientOpts are more options for the Kafka client (TLS, SASL).
 	ClientOpts []kgo.Opt
+	// Tombstones says what a record with a null value (a compacted
+	// topic's delete) becomes: TombstonesDeadLetter (the zero value), or
+	// TombstonesRemove, a remove of the document whose id is the record's
+	// key.
+	Tombstones Tombstones
+	// StartAtEnd makes a group with no committed offset for a partition
+	// start at its end (the records produced from then on); by default it
+	// starts at the earliest record.
+	StartAtEnd bool
 }
+
+// Tombstones is what a member does with a record whose value is null.
+type Tombstones int
+
+const (
+	// TombstonesDeadLetter dead-letters it, as no operation.
+	TombstonesDeadLetter Tombstones = iota
+	// TombstonesRemove removes the document whose id is its key.
+	TombstonesRemove
+)
+
+// ErrDeadLetter is why a member stopped: a dead letter could not be
+// produced or written, after retries over about a minute. Run returns an
+// error that matches it, and the records from that one on stay
+// uncommitted, to be fed again.
+var ErrDeadLetter = errors.New("kafka: a dead letter cannot be written")
+
+// letterWaits are the waits before each new try of a dead letter that
+// could not be produced or written; after the last, the member stops with
+// ErrDeadLetter.
+var letterWaits = []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond,
+	1600 * time.Millisecond, 3200 * time.Millisecond, 6400 * time.Millisecond, 10 * time.Second, 10 * time.Second, 20 * time.Second}
 
 // Report is what a member did.
 type Report struct {
@@ -152,6 +184,7 @@ func Run(ctx, force context.Context, cfg Config) (Report, error) {
 	}
 	m := newMember(cfg)
 	m.commitOffsets = m.commitSync
+	ctx, m.stop = context.WithCancelCause(ctx)
 	fc := cfg.Feed
 	fc.Failed, fc.Unknown, fc.Unread, fc.Resumable, fc.BeforeUnsafe, fc.Fence = nil, nil, nil, true, m.beforeUnsafe, m.fence
 	if fc.Log == nil {
@@ -167,7 +200,7 @@ func Run(ctx, force context.Context, cfg Config) (Report, error) {
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topic),
 		kgo.DisableAutoCommit(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.ConsumeResetOffset(startOffset(cfg.StartAtEnd)),
 		kgo.SessionTimeout(cmp.Or(cfg.SessionTimeout, DefaultSessionTimeout)),
 		kgo.HeartbeatInterval(cmp.Or(cfg.SessionTimeout, DefaultSessionTimeout) / 6),
 		kgo.FetchMaxWait(250 * time.Millisecond),
@@ -178,6 +211,11 @@ func Run(ctx, force context.Context, cfg Config) (Report, error) {
 	}, cfg.ClientOpts...)
 	if cfg.FailedTopic != "" {
 		opts = append(opts, kgo.DefaultProduceTopic(cfg.FailedTopic), kgo.RequiredAcks(kgo.AllISRAcks()))
+		// The producer's limit is the dead letters' topic's, so that a
+		// record as large as its topic allows can be dead-lettered.
+		if n := m.topicMaxBytes(ctx, cfg.FailedTopic); n > 0 {
+			opts = append(opts, kgo.ProducerBatchMaxBytes(n))
+		}
 	}
 	if m.cl, err = kgo.NewClient(opts...); err != nil {
 		return Report{}, fmt.Errorf("kafka: %w", err)
@@ -200,7 +238,46 @@ func Run(ctx, force context.Context, cfg Config) (Report, error) {
 	m.commit(final, nil, true)
 	lag := m.lag() // before leaving: the revoke lets every partition go
 	_ = m.cl.LeaveGroupContext(final)
-	return Report{Fed: m.fed.Load(), DeadLettered: m.dead.Load(), Commits: m.commits.Load(), Lag: lag, Feed: m.fc.Report()}, nil
+	res := Report{Fed: m.fed.Load(), DeadLettered: m.dead.Load(), Commits: m.commits.Load(), Lag: lag, Feed: m.fc.Report()}
+	if err := context.Cause(ctx); errors.Is(err, ErrDeadLetter) {
+		return res, err
+	}
+	return res, nil
+}
+
+// startOffset is where a group with no committed offset starts.
+func startOffset(atEnd bool) kgo.Offset {
+	if atEnd {
+		return kgo.NewOffset().AtEnd()
+	}
+	return kgo.NewOffset().AtStart()
+}
+
+// topicMaxBytes returns the max.message.bytes of topic, or 0 if it cannot
+// be read (the producer then keeps its default, 1 MB).
+func (m *member) topicMaxBytes(ctx context.Context, topic string) int32 {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(m.cfg.Brokers...)}, m.cfg.ClientOpts...)...)
+	if err != nil {
+		return 0
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		fmt.Fprintf(m.log, "retries-kafka: reading the configuration of %s: %v; dead letters keep the producer's 1 MB limit\n", topic, err)
+		return 0
+	}
+	for _, rc := range rcs {
+		for _, c := range rc.Configs {
+			if c.Key == "max.message.bytes" && c.Value != nil {
+				if n, err := strconv.ParseInt(*c.Value, 10, 32); err == nil {
+					return int32(n)
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // commitLoop commits every CommitInterval (or a third of the session
@@ -255,6 +332,7 @@ func newMember(cfg Config) *member {
 	m := &member{cfg: cfg, parts: map[int32]*partition{}, renewed: make(chan struct{}), items: make(chan item, 64),
 		ready: make(chan struct{}, 1), committing: make(chan struct{}, 1), asked: make(chan struct{}, 1)}
 	m.cond = sync.NewCond(&m.mu)
+	m.stop = func(error) {}
 	m.log = cmp.Or[io.Writer](cfg.Log, cfg.Feed.Log, io.Discard)
 	return m
 }
@@ -292,6 +370,7 @@ type member struct {
 	pauseMu       sync.Mutex // held while fetching is paused or resumed: see setPaused
 
 	fed, dead, commits atomic.Int64
+	stop               context.CancelCauseFunc // stops the member, with ErrDeadLetter
 }
 
 // item is a fetched record and its partition's state.
@@ -454,7 +533,7 @@ func (m *member) ops(ctx context.Context) func(func(feed.Operation, error) bool)
 			if stale {
 				continue
 			}
-			op, err := parseRecord(it.r.Value)
+			op, err := m.parseRecord(it.r)
 			if err != nil {
 				m.deadLetter(it, "not a valid operation: "+err.Error())
 				continue
@@ -472,8 +551,23 @@ func (m *member) ops(ctx context.Context) func(func(feed.Operation, error) bool)
 	}
 }
 
-// parseRecord returns the one operation that value holds.
-func parseRecord(value []byte) (feed.Operation, error) {
+// parseRecord returns the operation of r: the one its value holds, or,
+// for a tombstone (a null value) with Config.Tombstones TombstonesRemove,
+// a remove of the document its key names.
+func (m *member) parseRecord(r *kgo.Record) (feed.Operation, error) {
+	if r.Value == nil && m.cfg.Tombstones == TombstonesRemove {
+		// A key that is no document id fails in the feed, and is
+		// dead-lettered with why.
+		return feed.Operation{Kind: feed.Remove, ID: string(r.Key)}, nil
+	}
+	if r.Value == nil {
+		return feed.Operation{}, errors.New("a tombstone (a null value)")
+	}
+	return parseValue(r.Value)
+}
+
+// parseValue returns the one operation that value holds.
+func parseValue(value []byte) (feed.Operation, error) {
 	var op feed.Operation
 	n := 0
 	for o, err := range feed.Read(bytes.NewReader(value)) {
@@ -532,40 +626,79 @@ func (m *member) finish(it item, res feed.Result, done bool) {
 }
 
 // deadLetter produces the record of it to FailedTopic, or writes it to
-// Failed, with reason, and then marks it done. A dead letter that cannot be
-// produced leaves the record not done: it is fed again by the next owner.
+// Failed, with reason, and then marks it done. A dead letter that cannot
+// be produced or written is tried again after each of letterWaits; after
+// the last, the member stops with ErrDeadLetter, the record not done (it
+// is fed again by the next owner).
 func (m *member) deadLetter(it item, reason string) {
 	r := it.r
 	fmt.Fprintf(m.log, "retries-kafka: dead letter: %s/%d@%d: %s\n", r.Topic, r.Partition, r.Offset, reason)
+	m.letter(it, reason, 0)
+}
+
+// letter makes the try-th try of the dead letter of it.
+func (m *member) letter(it item, reason string, try int) {
+	r := it.r
 	if m.cfg.FailedTopic == "" {
 		m.failedMu.Lock()
-		var b bytes.Buffer
-		if json.Compact(&b, r.Value) != nil {
-			b.Reset()
-			b.Write(bytes.ReplaceAll(r.Value, []byte("\n"), []byte(" ")))
-		}
-		b.WriteByte('\n')
-		_, err := m.cfg.Failed.Write(b.Bytes())
+		_, err := m.cfg.Failed.Write(letterLine(r, reason))
 		m.failedMu.Unlock()
-		m.lettered(it, err)
+		m.lettered(it, reason, try, err)
 		return
 	}
 	headers := append(append([]kgo.RecordHeader(nil), r.Headers...), kgo.RecordHeader{Key: ReasonHeader, Value: []byte(reason)})
 	m.cl.Produce(context.Background(), &kgo.Record{Key: r.Key, Value: r.Value, Headers: headers}, func(_ *kgo.Record, err error) {
-		m.lettered(it, err)
+		m.lettered(it, reason, try, err)
 	})
 }
 
+// letterLine is the line of a dead letter in Failed: one JSON object with
+// the record's topic, partition, offset, key, value (its JSON as it is,
+// or a string if it is not JSON; null for a tombstone) and the reason.
+func letterLine(r *kgo.Record, reason string) []byte {
+	value := json.RawMessage("null")
+	switch {
+	case r.Value == nil:
+	case json.Valid(r.Value):
+		var b bytes.Buffer
+		_ = json.Compact(&b, r.Value)
+		value = b.Bytes()
+	default:
+		value, _ = json.Marshal(string(r.Value))
+	}
+	var key any
+	if r.Key != nil {
+		key = string(r.Key)
+	}
+	line, _ := json.Marshal(struct {
+		Topic     string          `json:"topic"`
+		Partition int32           `json:"partition"`
+		Offset    int64           `json:"offset"`
+		Key       any             `json:"key"`
+		Value     json.RawMessage `json:"value"`
+		Reason    string          `json:"reason"`
+	}{r.Topic, r.Partition, r.Offset, key, value, reason})
+	return append(line, '\n')
+}
+
 // lettered ends the record of it once its dead letter is written or
-// produced, or failed to be with err: then it stays uncommitted.
-func (m *member) lettered(it item, err error) {
-	if err != nil {
-		fmt.Fprintf(m.log, "retries-kafka: the dead letter of %s/%d@%d: %v; the record stays uncommitted\n", it.r.Topic, it.r.Partition, it.r.Offset, err)
-		m.finish(it, feed.Result{Attempts: 1}, false) // its reservation, if any, is passed on
+// produced, or, when the try-th try failed with err, tries again later or
+// stops the member.
+func (m *member) lettered(it item, reason string, try int, err error) {
+	if err == nil {
+		m.dead.Add(1)
+		m.finish(it, feed.Result{}, true)
 		return
 	}
-	m.dead.Add(1)
-	m.finish(it, feed.Result{}, true)
+	if try < len(letterWaits) {
+		fmt.Fprintf(m.log, "retries-kafka: the dead letter of %s/%d@%d: %v; trying again in %v\n", it.r.Topic, it.r.Partition, it.r.Offset, err, letterWaits[try])
+		time.AfterFunc(letterWaits[try], func() { m.letter(it, reason, try+1) })
+		return
+	}
+	err = fmt.Errorf("%w: %s/%d@%d, after %d tries: %v", ErrDeadLetter, it.r.Topic, it.r.Partition, it.r.Offset, try+1, err)
+	fmt.Fprintf(m.log, "retries-kafka: stopping: %v; the records from it on stay uncommitted\n", err)
+	m.stop(err)
+	m.finish(it, feed.Result{Attempts: 1}, false) // its reservation, if any, is passed on
 }
 
 // beforeUnsafe is the feed's BeforeUnsafe: a record not safe to repeat goes

@@ -2,12 +2,18 @@ package kafka
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -640,4 +646,198 @@ func TestLagAtStop(t *testing.T) {
 	if res.Lag != want || want == 0 {
 		t.Errorf("Report.Lag = %d, want %d: the records not committed", res.Lag, want)
 	}
+}
+
+// setMaxBytes sets max.message.bytes of topics.
+func setMaxBytes(t *testing.T, addrs []string, n int, topics ...string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	v := strconv.Itoa(n)
+	rs, err := kadm.NewClient(cl).AlterTopicConfigs(t.Context(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, topics...)
+	if err == nil {
+		for _, r := range rs {
+			err = cmp.Or(err, r.Err)
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// produceValues produces a record of each value to the ops topic's
+// partition 0, keyed by keys[i] if given.
+func produceValues(t *testing.T, addrs []string, values [][]byte, keys []string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(opsTopic),
+		kgo.ProducerBatchMaxBytes(16<<20), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i, v := range values {
+		r := &kgo.Record{Value: v, Partition: 0}
+		if i < len(keys) {
+			r.Key = []byte(keys[i])
+		}
+		if err := cl.ProduceSync(t.Context(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestLargeDeadLetter: a 5 MB record that is no operation, in a topic that
+// allows 16 MB, is dead-lettered to a topic that allows as much (the
+// producer's limit follows it, where it kept franz-go's 1 MB and the
+// partition stopped committing at the record), and the partition is
+// committed to its end.
+func TestLargeDeadLetter(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 1)
+	addrs := c.ListenAddrs()
+	setMaxBytes(t, addrs, 16<<20, opsTopic, deadTopic)
+	var values [][]byte
+	for i := range 60 {
+		v := []byte(fmt.Sprintf(`{"put":"id:a:b::p%d","fields":{}}`, i))
+		if i == 36 {
+			v = bytes.Repeat([]byte("x"), 5<<20)
+		}
+		values = append(values, v)
+	}
+	produceValues(t, addrs, values, nil)
+	v := newVespa(t, 59)
+	stop := startMember(t, addrs, v, "large")
+	await(t, v.all, v.missing)
+	want := int64(60)
+	if _, err := c.WaitGroupInfo(t.Context(), "large", func(g *kfake.GroupInfo) bool { return commitOf(g, 0) == want }); err != nil {
+		t.Fatal(err)
+	}
+	if res := stop(); res.DeadLettered != 1 || res.Lag != 0 {
+		t.Errorf("Report = %+v, want 1 dead-lettered and no lag", res)
+	}
+}
+
+// TestDeadLetterCannotBeWritten: a dead letter larger than its topic allows
+// is tried again, and then the member stops with ErrDeadLetter, the
+// partition committed up to the record and not past it.
+func TestDeadLetterCannotBeWritten(t *testing.T) {
+	c := newCluster(t, 1)
+	addrs := c.ListenAddrs()
+	setMaxBytes(t, addrs, 16<<20, opsTopic)
+	setMaxBytes(t, addrs, 4000, deadTopic)
+	saved := letterWaits
+	letterWaits = []time.Duration{time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond}
+	t.Cleanup(func() { letterWaits = saved })
+	var values [][]byte
+	for i := range 20 {
+		v := []byte(fmt.Sprintf(`{"put":"id:a:b::p%d","fields":{}}`, i))
+		if i == 7 {
+			v = bytes.Repeat([]byte("x"), 10000)
+		}
+		values = append(values, v)
+	}
+	produceValues(t, addrs, values, nil)
+	v := newVespa(t, 19)
+	var log bytes.Buffer
+	var mu sync.Mutex
+	res, err := Run(t.Context(), t.Context(), Config{Brokers: addrs, Topic: opsTopic, Group: "stuck", FailedTopic: deadTopic,
+		SessionTimeout: time.Second, Feed: feed.Config{URL: v.URL, MaxOutage: -1}, Log: lockedWriter{&mu, &log}})
+	if !errors.Is(err, ErrDeadLetter) {
+		t.Fatalf("Run() = %v, want ErrDeadLetter; log:\n%s", err, log.String())
+	}
+	commits, _ := committed(t, addrs, "stuck")
+	if commits[0] != 7 || res.Lag != 13 {
+		t.Errorf("committed %d with a lag of %d, want 7 and 13 (up to the record)", commits[0], res.Lag)
+	}
+	if n := strings.Count(log.String(), "trying again"); n != 3 {
+		t.Errorf("%d tries again, want 3; log:\n%s", n, log.String())
+	}
+}
+
+// lockedWriter is a writer for a member's log and a test's reads.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// TestTombstones: a record with a null value is dead-lettered by default,
+// its key and reason kept in the Failed file's line; with
+// TombstonesRemove it removes the document its key names.
+func TestTombstones(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		mode   Tombstones
+		remove bool
+	}{{"dead letter", TombstonesDeadLetter, false}, {"remove", TombstonesRemove, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCluster(t, 1)
+			addrs := c.ListenAddrs()
+			produceValues(t, addrs, [][]byte{[]byte(`{"put":"id:a:b::x","fields":{}}`), nil, []byte(`{"put":"id:a:b::y","fields":{}}`)},
+				[]string{"id:a:b::x", "id:a:b::x", "id:a:b::y"})
+			var removes atomic.Int64
+			srv := feedtest.New(t, func(r *http.Request, _ int) int {
+				if r.Method == http.MethodDelete && strings.HasSuffix(r.URL.Path, "/x") {
+					removes.Add(1)
+				}
+				return 0
+			})
+			var failed bytes.Buffer
+			var mu sync.Mutex
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan Report, 1)
+			go func() {
+				res, err := Run(ctx, t.Context(), Config{Brokers: addrs, Topic: opsTopic, Group: "t", Failed: lockedWriter{&mu, &failed},
+					SessionTimeout: time.Second, Tombstones: tc.mode, Feed: feed.Config{URL: srv.URL}, Log: testLog{t}})
+				if err != nil {
+					t.Error(err)
+				}
+				done <- res
+			}()
+			if _, err := c.WaitGroupInfo(t.Context(), "t", func(g *kfake.GroupInfo) bool { return commitOf(g, 0) == 3 }); err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+			res := <-done
+			mu.Lock()
+			defer mu.Unlock()
+			if tc.remove {
+				if removes.Load() != 1 || res.DeadLettered != 0 || res.Fed != 3 {
+					t.Errorf("%d removes, %+v; want the tombstone fed as a remove", removes.Load(), res)
+				}
+				return
+			}
+			var line struct {
+				Key    string
+				Value  json.RawMessage
+				Reason string
+			}
+			if err := json.Unmarshal(failed.Bytes(), &line); err != nil || line.Key != "id:a:b::x" || string(line.Value) != "null" ||
+				!strings.Contains(line.Reason, "tombstone") || removes.Load() != 0 || res.DeadLettered != 1 {
+				t.Errorf("Failed holds %q (%v), %d removes; want the tombstone's key, a null value and why", failed.String(), err, removes.Load())
+			}
+		})
+	}
+}
+
+// commitOf returns the offset the group committed for partition p of the
+// ops topic, or -1.
+func commitOf(g *kfake.GroupInfo, p int32) int64 {
+	if g == nil { // the group is not there yet
+		return -1
+	}
+	if cm, ok := g.Commits[opsTopic][p]; ok {
+		return cm.Offset
+	}
+	return -1
 }
