@@ -124,6 +124,10 @@ type Config struct {
 	// TombstonesRemove, a remove of the document whose id is the record's
 	// key.
 	Tombstones Tombstones
+	// ProgressJSON makes each progress report one line of JSON: the
+	// Summary's keys so far, and kafka.lag.partitions, the lag of each
+	// partition by its number.
+	ProgressJSON bool
 	// StartAtEnd makes a group with no committed offset for a partition
 	// start at its end (the records produced from then on); by default it
 	// starts at the earliest record.
@@ -307,9 +311,29 @@ func (m *member) commitLoop(ctx context.Context) {
 		m.commit(ctx, nil, false)
 		if p := m.cfg.Progress; p > 0 && time.Since(lastProgress) >= p {
 			lastProgress = time.Now()
-			fmt.Fprintf(m.log, "retries-kafka: fed %d, dead-lettered %d, commits %d, lag %d\n", m.fed.Load(), m.dead.Load(), m.commits.Load(), m.lag())
+			m.progress()
 		}
 	}
+}
+
+// progress writes a progress report to the log.
+func (m *member) progress() {
+	lags := m.lags()
+	lag := int64(0)
+	for _, n := range lags {
+		lag += n
+	}
+	if !m.cfg.ProgressJSON {
+		fmt.Fprintf(m.log, "retries-kafka: fed %d, dead-lettered %d, commits %d, lag %d\n", m.fed.Load(), m.dead.Load(), m.commits.Load(), lag)
+		return
+	}
+	parts := map[string]int64{}
+	for p, n := range lags {
+		parts[strconv.Itoa(int(p))] = n
+	}
+	b, _ := json.Marshal(map[string]any{"kafka.fed": m.fed.Load(), "kafka.deadlettered": m.dead.Load(),
+		"kafka.commits": m.commits.Load(), "kafka.lag": lag, "kafka.lag.partitions": parts})
+	fmt.Fprintf(m.log, "%s\n", b)
 }
 
 // session is the group's session timeout.
@@ -318,13 +342,23 @@ func (m *member) session() time.Duration { return cmp.Or(m.cfg.SessionTimeout, D
 // lag returns the records of the member's partitions not committed, as of
 // their last fetch.
 func (m *member) lag() int64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	n := int64(0)
-	for _, pt := range m.parts {
-		n += max(0, pt.hwm-max(pt.committed, 0))
+	for _, l := range m.lags() {
+		n += l
 	}
 	return n
+}
+
+// lags returns the lag of each of the member's partitions: its records
+// not committed, to its end as of its last fetch.
+func (m *member) lags() map[int32]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	lags := make(map[int32]int64, len(m.parts))
+	for p, pt := range m.parts {
+		lags[p] = max(0, pt.hwm-max(pt.committed, 0))
+	}
+	return lags
 }
 
 // newMember returns the member of cfg, with no client yet.

@@ -841,3 +841,44 @@ func commitOf(g *kfake.GroupInfo, p int32) int64 {
 	}
 	return -1
 }
+
+// TestProgressJSON: with ProgressJSON, each progress report is a line of
+// JSON with the counts and each partition's lag.
+func TestProgressJSON(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 2)
+	addrs := c.ListenAddrs()
+	recs := produce(t, addrs, 100)
+	v := newVespa(t, fedCount(recs))
+	var log bytes.Buffer
+	var mu sync.Mutex
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan Report, 1)
+	go func() {
+		res, err := Run(ctx, t.Context(), Config{Brokers: addrs, Topic: opsTopic, Group: "p", FailedTopic: deadTopic, SessionTimeout: time.Second,
+			Progress: time.Millisecond, ProgressJSON: true, Feed: feed.Config{URL: v.URL}, Log: lockedWriter{&mu, &log}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	await(t, v.all, v.missing)
+	if _, err := c.WaitGroupInfo(t.Context(), "p", func(g *kfake.GroupInfo) bool { return commitOf(g, 0)+commitOf(g, 1) == 100 }); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	var last map[string]any
+	for _, l := range strings.Split(log.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["kafka.lag.partitions"] != nil {
+			last = m
+		}
+	}
+	parts, _ := last["kafka.lag.partitions"].(map[string]any)
+	if last == nil || len(parts) != 2 || last["kafka.fed"] == nil || last["kafka.commits"] == nil {
+		t.Errorf("the last progress line %v, want the counts and two partitions' lag; log:\n%.2000s", last, log.String())
+	}
+}

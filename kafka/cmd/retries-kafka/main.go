@@ -8,7 +8,12 @@
 // dead-lettered. The first SIGINT or SIGTERM stops fetching, finishes the
 // operations in flight, commits, leaves the group and prints the summary; a
 // second one stops the operations in flight too, after -grace. Exit status:
-// 0 when it stopped cleanly, 2 for a usage error.
+// 0 when it stopped cleanly, 1 when a dead letter could not be written
+// (kafka.ErrDeadLetter), 2 for a usage error.
+//
+// Brokers that want TLS or SASL: -kafka-tls, -kafka-ca, -kafka-cert and
+// -kafka-key; -sasl plain|scram-sha-256|scram-sha-512 with -sasl-user and
+// the password in -sasl-password-file or $RETRIES_KAFKA_SASL_PASSWORD.
 package main
 
 import (
@@ -105,11 +110,14 @@ func run(ctx, force context.Context, args []string, stdout, stderr io.Writer) in
 	maxOutage := fs.Duration("max-outage", 0, "end the member when the server has been out for this long; 0: wait for ever, the records staying in Kafka")
 	grace := fs.Duration("grace", 5*time.Second, "after a second interrupt, how long the requests on the wire may take")
 	progress := fs.Duration("progress", 10*time.Second, "time between progress reports on stderr; 0: none")
+	progressJSON := fs.Bool("progress-json", false, "write each progress report as one JSON line: the summary's keys so far and kafka.lag.partitions")
 	session := fs.Duration("session-timeout", kafka.DefaultSessionTimeout, "the group's session timeout: how soon a member that dies is replaced")
 	fs.Var(&hdr, "header", "`Name: value` sent with every request (repeatable); never printed")
 	cert := fs.String("cert", "", "the client certificate, a PEM `FILE`, for mutual TLS with Vespa")
 	key := fs.String("key", "", "its private key, a PEM `FILE`")
 	ca := fs.String("ca", "", "trust the CA certificates of this PEM `FILE` for Vespa")
+	var bf brokerFlags
+	bf.add(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -131,6 +139,21 @@ func run(ctx, force context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return usage("%v", err)
 	}
+	kopts, err := bf.opts()
+	if err != nil {
+		return usage("%v", err)
+	}
+	var tombstones kafka.Tombstones
+	switch bf.tombstone {
+	case "deadletter":
+	case "remove":
+		tombstones = kafka.TombstonesRemove
+	default:
+		return usage("-tombstones %q: want deadletter or remove", bf.tombstone)
+	}
+	if bf.startAt != "earliest" && bf.startAt != "latest" {
+		return usage("-start-offset %q: want earliest or latest", bf.startAt)
+	}
 	orNone := func(d time.Duration) time.Duration {
 		if d == 0 {
 			return -1
@@ -141,7 +164,7 @@ func run(ctx, force context.Context, args []string, stdout, stderr io.Writer) in
 		Brokers: brokers, Topic: *topic, Group: *group, FailedTopic: *failedTopic, SessionTimeout: *session, Log: stderr,
 		Feed: feed.Config{URL: urls[0], Header: hdr.h, TLS: tlsCfg, HTTP2: *http2, Concurrency: *concurrency, Connections: *connections,
 			Timeout: orNone(*timeout), MaxOutage: orNone(*maxOutage), Grace: orNone(*grace), Log: stderr},
-		Progress: *progress,
+		Progress: *progress, ProgressJSON: *progressJSON, ClientOpts: kopts, Tombstones: tombstones, StartAtEnd: bf.startAt == "latest",
 	}
 	if len(urls) > 1 {
 		cfg.Feed.URLs = urls
@@ -155,6 +178,11 @@ func run(ctx, force context.Context, args []string, stdout, stderr io.Writer) in
 		cfg.Failed = f
 	}
 	res, err := kafka.Run(ctx, force, cfg)
+	if errors.Is(err, kafka.ErrDeadLetter) {
+		fmt.Fprintf(stderr, "retries-kafka: %v\n", err)
+		_, _ = stdout.Write(res.Summary())
+		return 1
+	}
 	if err != nil {
 		return usage("%v", err)
 	}
