@@ -178,6 +178,9 @@ func (c *Client) Send(ctx context.Context, o Operation) (Result, error) {
 		}
 	}
 	defer c.handOn(op.id)
+	if ctx.Err() != nil { // its turn came as its context ended
+		return Result{}, &Error{Err: context.Cause(ctx)}
+	}
 	if c.sendSlots != nil { // a fixed concurrency: no limiter to pace the Sends
 		select {
 		case c.sendSlots <- struct{}{}:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -225,5 +226,63 @@ func TestFeedProbesWhenNothingIsLeft(t *testing.T) {
 	}
 	if s := c.endpoints[0].breaker.Stats(); s.State.String() != "closed" || s.Probes == 0 {
 		t.Errorf("breaker %+v, want closed by a probe", s)
+	}
+}
+
+// TestSendQuitsItsTurn: a Send waiting for its turn on a document returns
+// when its context ends, and is never sent; the Send after it goes once the
+// one before is done, in order.
+func TestSendQuitsItsTurn(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	first := make(chan struct{})
+	srv := feedtest.New(t, func(r *http.Request, n int) int {
+		if n == 0 {
+			close(first)
+			<-release // the first Send's request waits
+		}
+		return 0
+	})
+	c, err := New(testFeedConfig(srv.URL, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(ctx context.Context, n int) error {
+		_, err := c.Put(ctx, "id:ns:d::x", json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)))
+		return err
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := put(t.Context(), 1); err != nil {
+			t.Errorf("first: %v", err)
+		}
+	})
+	<-first
+	ctx, cancel := context.WithCancel(t.Context())
+	quit := make(chan error, 1)
+	go func() { quit <- put(ctx, 2) }()
+	for c.queues.joins.Load() < 2 { // the second is in the queue
+		runtime.Gosched()
+	}
+	wg.Go(func() {
+		if err := put(t.Context(), 3); err != nil {
+			t.Errorf("third: %v", err)
+		}
+	})
+	for c.queues.joins.Load() < 3 {
+		runtime.Gosched()
+	}
+	cancel()
+	if err := <-quit; !errors.Is(err, context.Canceled) {
+		t.Errorf("the second Send = %v, want its context's error", err)
+	}
+	close(release)
+	wg.Wait()
+	var got []string
+	for _, a := range srv.Applied() {
+		got = append(got, a[strings.LastIndexByte(a, ':')+1:len(a)-2])
+	}
+	if len(got) != 2 || got[0] != "1" || got[1] != "3" {
+		t.Errorf("applied %v, want the first then the third", got)
 	}
 }
