@@ -715,8 +715,10 @@ func TestLargeDeadLetter(t *testing.T) {
 	if _, err := c.WaitGroupInfo(t.Context(), "large", func(g *kfake.GroupInfo) bool { return commitOf(g, 0) == want }); err != nil {
 		t.Fatal(err)
 	}
-	if res := stop(); res.DeadLettered != 1 || res.Lag != 0 {
-		t.Errorf("Report = %+v, want 1 dead-lettered and no lag", res)
+	// At least once: a member that loses its partition under load (a
+	// 1 s session timeout under -race) dead-letters the record again.
+	if res := stop(); res.DeadLettered < 1 || res.Lag != 0 {
+		t.Errorf("Report = %+v, want it dead-lettered and no lag", res)
 	}
 }
 
