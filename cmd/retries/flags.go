@@ -49,7 +49,7 @@ var commands = []command{
 	},
 	{
 		name:     "feed",
-		synopsis: "feed -url URL [-url URL…] [-concurrency N] [-connections N] [-http2] [-timeout D] [-max-outage D] [-failed FILE] [-header 'Name: value'] [-header-file FILE] [-cert FILE -key FILE] [-ca FILE] [-compression auto|gzip|none] [-route R] [-trace N] [-server-timeout D] [-dry-run] [-progress D] [-progress-json] [-q] FILE|-",
+		synopsis: "feed -url URL [-url URL…] [-concurrency N] [-connections N] [-http2] [-timeout D] [-max-outage D] [-failed FILE] [-header 'Name: value'] [-header-file FILE] [-cert FILE -key FILE] [-ca FILE] [-compression auto|gzip|none] [-route R] [-trace N] [-server-timeout D] [-dry-run] [-breaker-window N] [-breaker-failures N] [-breaker-streak N] [-checkpoint FILE] [-progress D] [-progress-json] [-q] FILE|-",
 		about: "Feeds Vespa documents (JSON lines or one JSON array of put, update and\n" +
 			"remove operations) from FILE, or stdin for -, to a document/v1\n" +
 			"endpoint through DocV1 around Throttle, with an adaptive limiter and a\n" +
