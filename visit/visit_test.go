@@ -102,6 +102,21 @@ func TestVisitResumes(t *testing.T) {
 	}
 }
 
+// visitAllOnce visits srv's n documents in four slices, pages of 100,
+// and fails t unless the visit ends complete with each document once.
+func visitAllOnce(t *testing.T, srv *visittest.Server, n int) {
+	t.Helper()
+	c, err := New(Config{URL: srv.URL, Cluster: "music", Slices: 4, WantedDocumentCount: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, p, err := collect(t, c, Progress{}, 0)
+	if err != nil || !p.Complete() {
+		t.Fatalf("Visit = %+v, %v", p, err)
+	}
+	checkOnce(t, got, n)
+}
+
 // TestVisitThroughFaults: 503s, 429s and reset connections on a tenth of
 // the requests each lose no document and repeat none.
 func TestVisitThroughFaults(t *testing.T) {
@@ -117,15 +132,7 @@ func TestVisitThroughFaults(t *testing.T) {
 		}
 		return 0
 	})
-	c, err := New(Config{URL: srv.URL, Cluster: "music", Slices: 4, WantedDocumentCount: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, p, err := collect(t, c, Progress{}, 0)
-	if err != nil || !p.Complete() {
-		t.Fatalf("Visit = %+v, %v", p, err)
-	}
-	checkOnce(t, got, 4000)
+	visitAllOnce(t, srv, 4000)
 }
 
 // TestVisitOutage: a server that answers 503 to its first 8 requests is
@@ -138,15 +145,7 @@ func TestVisitOutage(t *testing.T) {
 		}
 		return 0
 	})
-	c, err := New(Config{URL: srv.URL, Cluster: "music", Slices: 4, WantedDocumentCount: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, p, err := collect(t, c, Progress{}, 0)
-	if err != nil || !p.Complete() {
-		t.Fatalf("Visit = %+v, %v", p, err)
-	}
-	checkOnce(t, got, 2000)
+	visitAllOnce(t, srv, 2000)
 }
 
 // TestVisitUnknownCluster: a cluster the server does not have is refused
