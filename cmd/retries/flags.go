@@ -57,6 +57,15 @@ var commands = []command{
 			"summary on stdout; exits 1 if any operation failed.\n",
 		flags: func(fs *flag.FlagSet) { addFeedFlags(fs, &feedFlags{}) },
 	},
+	{
+		name:     "visit",
+		synopsis: "visit -url URL -cluster CLUSTER [-selection EXPR] [-field-set FS] [-slices N] [-o FILE [-checkpoint FILE]] [-header 'Name: value'] [-header-file FILE] [-cert FILE -key FILE] [-ca FILE] [-max-outage D] [-progress D] [-q]",
+		about: "Reads the documents of a content cluster out through document/v1's\n" +
+			"visits, N slices at once as the server allows, and writes them as feed\n" +
+			"lines that retries feed reads back. With -checkpoint, the same command\n" +
+			"goes on where a visit stopped, writing each document once.\n",
+		flags: func(fs *flag.FlagSet) { addVisitFlags(fs, &visitFlags{}) },
+	},
 }
 
 // lookupCommand returns the command called name.

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/seed32e55400/retries/visit"
+)
+
+// visitFlags are the flags of the visit command.
+type visitFlags struct {
+	url, cluster, selection, fieldSet string
+	slices                            int
+	out, checkpoint, headerFile       string
+	cert, key, ca                     string
+	maxOutage, progress               time.Duration
+	quiet                             bool
+	header                            headerFlag
+}
+
+// addVisitFlags defines the visit command's flags on fs.
+func addVisitFlags(fs *flag.FlagSet, f *visitFlags) {
+	fs.StringVar(&f.url, "url", "", "the document/v1 endpoint `URL` (required)")
+	fs.StringVar(&f.cluster, "cluster", "", "the content `CLUSTER` to visit (required)")
+	fs.StringVar(&f.selection, "selection", "", "visit the documents that match the document selection `EXPR`")
+	fs.StringVar(&f.fieldSet, "field-set", "", "the field set `FS` of each document, such as music:[document]")
+	fs.IntVar(&f.slices, "slices", 8, "split the corpus into `N` slices, visited at once as the server allows (fixed for a -checkpoint)")
+	fs.StringVar(&f.out, "o", "", "write the documents to `FILE` as feed lines; default stdout")
+	fs.StringVar(&f.checkpoint, "checkpoint", "", "keep `FILE` up to date with how far the visit is, and resume from it when it exists (needs -o)")
+	fs.Var(&f.header, "header", "send the header `'Name: value'` with every request (repeatable); never printed")
+	fs.StringVar(&f.headerFile, "header-file", "", "read headers from `FILE`, one 'Name: value' a line; never printed")
+	fs.StringVar(&f.cert, "cert", "", "the client certificate, a PEM `FILE`, for mutual TLS on https URLs")
+	fs.StringVar(&f.key, "key", "", "the client certificate's private key, a PEM `FILE`")
+	fs.StringVar(&f.ca, "ca", "", "trust the CA certificates of this PEM `FILE` instead of the system's")
+	fs.DurationVar(&f.maxOutage, "max-outage", 5*time.Minute, "end the visit when a slice has failed for this long")
+	fs.DurationVar(&f.progress, "progress", time.Second, "time between progress reports on stderr; 0: none")
+	fs.BoolVar(&f.quiet, "q", false, "no progress lines (as -progress 0)")
+}
+
+// visitCheckpoint is what -checkpoint FILE of a visit holds: what is
+// visited, the output it goes to, how much of the output the progress
+// covers, and the progress.
+type visitCheckpoint struct {
+	Version    int            `json:"version"`
+	Cluster    string         `json:"cluster"`
+	Selection  string         `json:"selection,omitempty"`
+	FieldSet   string         `json:"field_set,omitempty"`
+	Output     string         `json:"output"`
+	OutputSize int64          `json:"output_size"`
+	Documents  int64          `json:"documents"`
+	Progress   visit.Progress `json:"progress"`
+	Complete   bool           `json:"complete,omitempty"`
+}
+
+// runVisit is the visit command.
+func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fset := newFlagSet("visit")
+	var f visitFlags
+	addVisitFlags(fset, &f)
+	pos, err := parseFlags(fset, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case f.header.check() != nil:
+		return usageErrorf("visit: %v", f.header.check())
+	case f.url == "" || f.cluster == "":
+		return usageErrorf("visit: -url and -cluster are required")
+	case len(pos) > 0:
+		return usageErrorf("visit: unexpected argument %q", pos[0])
+	case f.slices < 1 || f.slices > 4096:
+		return usageErrorf("visit: -slices %d: want 1 to 4096", f.slices)
+	case f.checkpoint != "" && f.out == "":
+		return usageErrorf("visit: -checkpoint needs -o FILE: stdout cannot be resumed")
+	case f.maxOutage < 0 || f.progress < 0:
+		return usageErrorf("visit: -max-outage and -progress must not be negative")
+	}
+	tlsCfg, err := feedTLS(f.cert, f.key, f.ca)
+	if err != nil {
+		return setupErrorf("visit: %v", err)
+	}
+	if f.headerFile != "" {
+		if err := readHeaderFile(f.headerFile, &f.header); err != nil {
+			return setupErrorf("visit: -header-file: %v", err)
+		}
+	}
+	c, err := visit.New(visit.Config{URL: f.url, Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet,
+		Slices: f.slices, Header: f.header.h, TLS: tlsCfg, MaxOutage: orNone(f.maxOutage)})
+	if err != nil {
+		return usageErrorf("visit: %v", err)
+	}
+	ck := visitCheckpoint{Version: 1, Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet, Output: f.out}
+	out := io.Writer(stdout)
+	var file *os.File
+	if f.out != "" {
+		if file, ck, err = openVisitOutput(f.out, f.checkpoint, ck); err != nil {
+			return setupErrorf("visit: %v", err)
+		}
+		defer file.Close()
+		out = file
+		if ck.Complete {
+			fmt.Fprintf(stderr, "retries visit: %s says the visit is complete: nothing to visit (remove it to visit again)\n", f.checkpoint)
+			return nil
+		}
+		if ck.Progress.Slices != 0 {
+			fmt.Fprintf(stderr, "retries visit: resuming from %s: %d documents in %s\n", f.checkpoint, ck.Documents, f.out)
+		}
+	}
+	w := bufio.NewWriterSize(out, 256<<10)
+	if f.quiet {
+		f.progress = 0
+	}
+	// The first page is saved at once, then one a second at most.
+	start, lastSave, lastProgress := time.Now(), time.Time{}, time.Now()
+	docs := ck.Documents
+	// save makes what was written durable, then the checkpoint that covers
+	// it: the output's size and the progress of the pages in it.
+	save := func(p visit.Progress) error {
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		if f.checkpoint == "" {
+			return nil
+		}
+		if err := file.Sync(); err != nil {
+			return err
+		}
+		size, err := file.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return err
+		}
+		ck.OutputSize, ck.Documents, ck.Progress, ck.Complete = size, docs, p, p.Complete()
+		data, err := json.Marshal(ck)
+		if err != nil {
+			return err
+		}
+		return writeFileSync(f.checkpoint, append(data, '\n'))
+	}
+	p, err := c.Visit(ctx, ck.Progress, func(pg visit.Page) error {
+		for _, d := range pg.Documents {
+			id, _ := json.Marshal(d.ID)
+			fmt.Fprintf(w, `{"put":%s,"fields":%s}`+"\n", id, cmpFields(d.Fields))
+		}
+		docs += int64(len(pg.Documents))
+		now := time.Now()
+		if now.Sub(lastSave) >= checkpointEvery {
+			lastSave = now
+			if err := save(pg.Progress); err != nil {
+				return fmt.Errorf("writing the output or the checkpoint: %w", err)
+			}
+		}
+		if f.progress > 0 && now.Sub(lastProgress) >= f.progress {
+			lastProgress = now
+			fmt.Fprintf(stderr, "visit %5.1fs: %d documents\n", now.Sub(start).Seconds(), docs)
+		}
+		return nil
+	})
+	if serr := save(p); serr != nil && err == nil {
+		err = fmt.Errorf("writing the output or the checkpoint: %w", serr)
+	}
+	var se *visit.StatusError
+	switch {
+	case err == nil:
+		fmt.Fprintf(stderr, "retries visit: %d documents, every slice visited, in %.1fs\n", docs, time.Since(start).Seconds())
+		return nil
+	case errors.As(err, &se):
+		return setupErrorf("visit: %v", err)
+	case ctx.Err() != nil:
+		fmt.Fprintf(stderr, "retries visit: interrupted after %d documents\n", docs)
+		return silentExit(exitInterrupted)
+	case strings.Contains(err.Error(), "-max-outage"):
+		fmt.Fprintf(stderr, "retries visit: %v\n", err)
+		return silentExit(exitOutage)
+	}
+	fmt.Fprintf(stderr, "retries visit: %v\n", err)
+	return errSilent
+}
+
+// cmpFields returns the fields of a document, or {} for none.
+func cmpFields(f json.RawMessage) json.RawMessage {
+	if len(f) == 0 {
+		return json.RawMessage("{}")
+	}
+	return f
+}
+
+// openVisitOutput opens the output path for a visit whose checkpoint is
+// at ckPath (or none): a new visit creates it; a resumed one cuts it back
+// to the size the checkpoint covers, so that no document is written twice.
+func openVisitOutput(path, ckPath string, ck visitCheckpoint) (*os.File, visitCheckpoint, error) {
+	if ckPath != "" {
+		data, err := os.ReadFile(ckPath)
+		switch {
+		case err == nil:
+			var prev visitCheckpoint
+			if err := json.Unmarshal(data, &prev); err != nil || prev.Version != 1 {
+				return nil, ck, fmt.Errorf("%s is not a checkpoint of retries visit", ckPath)
+			}
+			if prev.Cluster != ck.Cluster || prev.Selection != ck.Selection || prev.FieldSet != ck.FieldSet || prev.Output != ck.Output {
+				return nil, ck, fmt.Errorf("%s was made for another visit (-cluster, -selection, -field-set or -o differ): remove it to visit again", ckPath)
+			}
+			file, err := os.OpenFile(path, os.O_RDWR, 0)
+			if err != nil {
+				return nil, ck, err
+			}
+			st, err := file.Stat()
+			if err == nil && st.Size() < prev.OutputSize {
+				err = fmt.Errorf("%s holds %d bytes, fewer than the %d the checkpoint covers", path, st.Size(), prev.OutputSize)
+			}
+			if err == nil {
+				err = file.Truncate(prev.OutputSize)
+			}
+			if err == nil {
+				_, err = file.Seek(prev.OutputSize, io.SeekStart)
+			}
+			if err != nil {
+				file.Close()
+				return nil, ck, err
+			}
+			return file, prev, nil
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, ck, err
+		}
+	}
+	file, err := os.Create(path)
+	return file, ck, err
+}
