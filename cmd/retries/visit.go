@@ -173,7 +173,7 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stderr, "retries visit: %d documents, every slice visited, in %.1fs\n", docs, time.Since(start).Seconds())
 		return nil
 	case errors.As(err, &se):
-		return setupErrorf("visit: %v", err)
+		return setupErrorf("%v", err) // "visit: 400 Bad Request: …"
 	case ctx.Err() != nil:
 		fmt.Fprintf(stderr, "retries visit: interrupted after %d documents\n", docs)
 		return silentExit(exitInterrupted)
