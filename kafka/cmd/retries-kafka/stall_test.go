@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -113,12 +115,17 @@ func TestStalledMemberFenced(t *testing.T) {
 	prod.Close()
 	n := int64(len(rs))
 	store := newVersionStore(t)
+	// Every wait of the group is bounded, so that a member that stops
+	// feeding fails the test rather than hanging it.
+	waitCtx, cancelWait := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancelWait()
 	args := []string{"-brokers", strings.Join(addrs, ","), "-topic", "ops", "-group", "g", "-url", store.URL,
 		"-failed-topic", "dead", "-session-timeout", "1s", "-progress", "0"}
 	aLost := make(chan struct{})
-	aErr := &signalBuffer{pattern: "retries-kafka: lost", seen: aLost}
+	aErr := &signalBuffer{patterns: []string{"retries-kafka: lost", "retries-kafka: revoked"}, seen: aLost}
+	aErr.from.Store(-1)
 	a := startMemberTo(t, aErr, args...)
-	if _, err := c.WaitGroupStable(t.Context(), "g", 1); err != nil {
+	if _, err := c.WaitGroupStable(waitCtx, "g", 1); err != nil {
 		t.Fatal(err)
 	}
 	b, _, bErr := startMember(t, args...)
@@ -128,7 +135,7 @@ func TestStalledMemberFenced(t *testing.T) {
 		}
 		return s
 	}
-	two, err := c.WaitGroupInfo(t.Context(), "g", func(g *kfake.GroupInfo) bool {
+	two, err := c.WaitGroupInfo(waitCtx, "g", func(g *kfake.GroupInfo) bool {
 		return len(g.Members) == 2 && g.State == "Stable" && sum(g) >= n*6/10
 	})
 	if err != nil {
@@ -137,7 +144,7 @@ func TestStalledMemberFenced(t *testing.T) {
 	_ = a.Process.Signal(syscall.SIGSTOP)
 	// B alone has fed the whole topic, A's partitions' last versions
 	// included; then A wakes, with the older versions it had queued.
-	if _, err := c.WaitGroupInfo(t.Context(), "g", func(g *kfake.GroupInfo) bool {
+	if _, err := c.WaitGroupInfo(waitCtx, "g", func(g *kfake.GroupInfo) bool {
 		return len(g.Members) == 1 && g.State == "Stable" && sum(g) == n
 	}); err != nil {
 		t.Fatalf("B did not take over: %v\nB:\n%.2000s", err, bErr)
@@ -145,8 +152,15 @@ func TestStalledMemberFenced(t *testing.T) {
 	store.mu.Lock()
 	store.woken = true // B has fed everything: what comes now is A's
 	store.mu.Unlock()
+	aErr.arm()
 	_ = a.Process.Signal(syscall.SIGCONT)
-	<-aLost // the group tells A, a few milliseconds after it wakes
+	// The group tells A, a few milliseconds after it wakes: its partitions
+	// are lost, or revoked when it rejoins first.
+	select {
+	case <-aLost:
+	case <-time.After(time.Minute):
+		t.Fatalf("A was not told that its partitions moved, a minute after it woke:\n%.3000s", aErr.String())
+	}
 	_ = a.Process.Signal(syscall.SIGTERM)
 	_ = b.Process.Signal(syscall.SIGTERM)
 	_ = a.Wait()
@@ -173,18 +187,27 @@ func TestStalledMemberFenced(t *testing.T) {
 }
 
 // signalBuffer is a process's output that closes seen the first time it
-// holds pattern.
+// holds one of patterns.
 type signalBuffer struct {
 	lockedBuffer
-	pattern string
-	seen    chan struct{}
-	once    sync.Once
+	patterns []string
+	seen     chan struct{}
+	once     sync.Once
+	from     atomic.Int64 // look from this byte on; -1: not yet
 }
+
+// arm makes s look for its patterns in what is written from now on.
+func (s *signalBuffer) arm() { s.from.Store(int64(len(s.String()))) }
 
 func (s *signalBuffer) Write(p []byte) (int, error) {
 	n, err := s.lockedBuffer.Write(p)
-	if strings.Contains(s.String(), s.pattern) {
-		s.once.Do(func() { close(s.seen) })
+	if from := s.from.Load(); from >= 0 {
+		out := s.String()[from:]
+		for _, pat := range s.patterns {
+			if strings.Contains(out, pat) {
+				s.once.Do(func() { close(s.seen) })
+			}
+		}
 	}
 	return n, err
 }
