@@ -122,9 +122,6 @@ func (c *Client) finish(r *run, o outcome) error {
 		err = o.cause
 		c.out.printf("retries feed: %v\n", err)
 	}
-	if r != nil && (o.how == endFailed || o.how == endUnknown) {
-		r.noteFailure(o.cause)
-	}
 	if c.cfg.Logger != nil && o.how != endAcked {
 		c.logOutcome(&o, err)
 	}

@@ -36,7 +36,6 @@ type Report struct {
 	elapsed       time.Duration
 	wire          *wireStats
 	counts        Progress // the counts at the end
-	lastErr       error    // the error of the last failed operation
 
 	Limiter *retries.Limiter // the feed's limiter; nil with a fixed concurrency
 	Budget  *retries.Budget  // Config.Budget

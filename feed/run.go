@@ -37,9 +37,8 @@ type run struct {
 	cause     error           // the first stop's cause
 	failedIDs map[string]bool // documents with a failed operation: later ones are held back
 	unsent    []*operation    // dispatched but not sent: told at the end, in input order
-	lastErr   error
-	refusal   string // the refusal of the client that answered the last operations, from the start; "" for another answer
-	refused   int    // how many in a row
+	refusal   string          // the refusal of the client that answered the last operations, from the start; "" for another answer
+	refused   int             // how many in a row
 	broken    *InputError
 	watch     *time.Timer // see watchFirstResponse
 	watchEnd  bool
@@ -197,13 +196,6 @@ func (r *run) addUnsent(op *operation) {
 	r.mu.Unlock()
 }
 
-// noteFailure keeps the error of the last failed operation.
-func (r *run) noteFailure(err error) {
-	r.mu.Lock()
-	r.lastErr = err
-	r.mu.Unlock()
-}
-
 // writeUnread writes the input from the broken JSON that stopped the
 // reading on, if any, to Config.Unread, byte for byte.
 func (r *run) writeUnread(res *Report) {
@@ -259,7 +251,7 @@ func (r *run) cancelAfterGrace(ctx context.Context, finished <-chan struct{}) {
 func (r *run) settle(res *Report) {
 	r.mu.Lock()
 	unsent := r.unsent
-	res.lastErr, res.stopped = r.lastErr, r.cause
+	res.stopped = r.cause
 	r.unsent = nil
 	r.mu.Unlock()
 	slices.SortStableFunc(unsent, func(a, b *operation) int { return cmp.Compare(a.seq, b.seq) })

@@ -48,8 +48,9 @@ type Config struct {
 	WantedDocumentCount int
 	Header              http.Header // sent with every request
 	TLS                 *tls.Config // for https URLs; nil: Go's defaults
-	// MaxOutage ends a visit whose slice has failed to get a page for
-	// this long; 0: 5 minutes.
+	// MaxOutage ends a visit whose slice has not got a page for this
+	// long, with an error matching ErrMaxOutage; 0: 5 minutes, negative:
+	// none.
 	MaxOutage time.Duration
 	// Budget bounds the outer layer's retries; nil: retries.NewBudget(0.1, 5).
 	Budget *retries.Budget
@@ -153,6 +154,10 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// ErrMaxOutage is why a visit ended when a slice failed to get a page for
+// longer than Config.MaxOutage; Visit's error matches it.
+var ErrMaxOutage = errors.New("visit: a slice has failed for longer than -max-outage")
+
 // StatusError is a page the server refused with a status that asking
 // again does not change (a 4xx other than 429), such as a cluster it does
 // not have; Message is its message.
@@ -243,22 +248,22 @@ func (c *Client) Visit(ctx context.Context, from Progress, page func(Page) error
 	return from, nil
 }
 
-// page gets the page of slice i from token, asking again after a failure
-// until MaxOutage has passed since the first of them.
+// page gets the page of slice i from token, asking again after a failure,
+// for at most MaxOutage in all: each request is bounded by what is left of
+// it, since the retry layers hold a request for as long as the breaker is
+// open.
 func (c *Client) page(ctx context.Context, slice int, token string) ([]Document, string, error) {
-	var since time.Time
+	start := time.Now()
 	for {
-		docs, next, err := c.get(ctx, slice, token)
+		docs, next, err := c.getWithin(ctx, slice, token, start)
 		var se *StatusError
 		switch {
 		case err == nil:
 			return docs, next, nil
 		case errors.As(err, &se), ctx.Err() != nil:
 			return nil, "", err
-		case since.IsZero():
-			since = time.Now()
-		case c.cfg.MaxOutage > 0 && time.Since(since) > c.cfg.MaxOutage:
-			return nil, "", fmt.Errorf("visit: slice %d has failed for longer than %v (-max-outage): %w", slice, c.cfg.MaxOutage, err)
+		case c.cfg.MaxOutage > 0 && time.Since(start) >= c.cfg.MaxOutage:
+			return nil, "", fmt.Errorf("%w (%v, slice %d): %w", ErrMaxOutage, c.cfg.MaxOutage, slice, err)
 		}
 		t := time.NewTimer(time.Duration(500+rand.IntN(500)) * time.Millisecond)
 		select {
@@ -268,6 +273,16 @@ func (c *Client) page(ctx context.Context, slice int, token string) ([]Document,
 			return nil, "", context.Cause(ctx)
 		}
 	}
+}
+
+// getWithin is get, ended when MaxOutage has passed since start.
+func (c *Client) getWithin(ctx context.Context, slice int, token string, start time.Time) ([]Document, string, error) {
+	if c.cfg.MaxOutage <= 0 {
+		return c.get(ctx, slice, token)
+	}
+	ctx, cancel := context.WithDeadline(ctx, start.Add(c.cfg.MaxOutage))
+	defer cancel()
+	return c.get(ctx, slice, token)
 }
 
 // get makes one request of slice i from token.

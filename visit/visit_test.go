@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/seed32e55400/retries/visit/visittest"
 )
@@ -187,5 +188,21 @@ func TestVisitInterrupted(t *testing.T) {
 	})
 	if !errors.Is(err, context.Canceled) || p.Complete() || p.Slices != 2 {
 		t.Errorf("Visit() = %+v, %v; want the progress so far and context.Canceled", p, err)
+	}
+}
+
+// TestVisitMaxOutage: a server that answers nothing but 503 ends the visit
+// with ErrMaxOutage once MaxOutage has passed, though its breaker holds
+// the requests while it is open.
+func TestVisitMaxOutage(t *testing.T) {
+	t.Parallel()
+	srv := visittest.New(t, 100, 4, func(*http.Request, int) int { return http.StatusServiceUnavailable })
+	c, err := New(Config{URL: srv.URL, Cluster: "music", Slices: 2, MaxOutage: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Visit(t.Context(), Progress{}, func(Page) error { return nil })
+	if !errors.Is(err, ErrMaxOutage) || p.Complete() {
+		t.Errorf("Visit() = %+v, %v; want ErrMaxOutage", p, err)
 	}
 }

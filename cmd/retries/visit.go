@@ -10,7 +10,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/seed32e55400/retries/visit"
@@ -148,7 +147,7 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	p, err := c.Visit(ctx, ck.Progress, func(pg visit.Page) error {
 		for _, d := range pg.Documents {
 			id, _ := json.Marshal(d.ID)
-			fmt.Fprintf(w, `{"put":%s,"fields":%s}`+"\n", id, cmpFields(d.Fields))
+			fmt.Fprintf(w, `{"put":%s,"fields":%s}`+"\n", id, fieldsOrEmpty(d.Fields))
 		}
 		docs += int64(len(pg.Documents))
 		now := time.Now()
@@ -177,7 +176,7 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case ctx.Err() != nil:
 		fmt.Fprintf(stderr, "retries visit: interrupted after %d documents\n", docs)
 		return silentExit(exitInterrupted)
-	case strings.Contains(err.Error(), "-max-outage"):
+	case errors.Is(err, visit.ErrMaxOutage):
 		fmt.Fprintf(stderr, "retries visit: %v\n", err)
 		return silentExit(exitOutage)
 	}
@@ -185,8 +184,8 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return errSilent
 }
 
-// cmpFields returns the fields of a document, or {} for none.
-func cmpFields(f json.RawMessage) json.RawMessage {
+// fieldsOrEmpty returns the fields of a document, or {} for none.
+func fieldsOrEmpty(f json.RawMessage) json.RawMessage {
 	if len(f) == 0 {
 		return json.RawMessage("{}")
 	}

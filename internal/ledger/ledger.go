@@ -38,7 +38,6 @@ type Ledger struct {
 	durable uint64        // the last committed snapshot's generation
 	commit  chan struct{} // closed at each commit
 	asked   chan struct{} // holds a token while a reservation waits for a snapshot
-	waiting int           // reservations waiting for a commit
 }
 
 type entry struct {
@@ -106,13 +105,6 @@ func (l *Ledger) Add(pos int64, aux int) int64 {
 	return ord
 }
 
-// Next returns the ordinal the next Add returns.
-func (l *Ledger) Next() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.first + int64(len(l.entries))
-}
-
 // Find returns the ordinal of the element at pos, read and not yet below
 // the watermark, or false.
 func (l *Ledger) Find(pos int64) (int64, bool) {
@@ -175,7 +167,6 @@ func (l *Ledger) Reserve(ctx context.Context, ord int64) error {
 	}
 	if e.gen == 0 {
 		e.gen = l.gen + 1
-		l.waiting++
 		select {
 		case l.asked <- struct{}{}:
 		default:
@@ -185,11 +176,6 @@ func (l *Ledger) Reserve(ctx context.Context, ord int64) error {
 		return nil
 	}
 	gen := e.gen
-	defer func() {
-		l.mu.Lock()
-		l.waiting--
-		l.mu.Unlock()
-	}()
 	for l.durable < gen {
 		commit := l.commit
 		l.mu.Unlock()
@@ -317,11 +303,4 @@ func (l *Ledger) Committed(s Snapshot) {
 		close(l.commit)
 		l.commit = make(chan struct{})
 	}
-}
-
-// Waiting reports how many reservations wait for a commit.
-func (l *Ledger) Waiting() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.waiting
 }

@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"errors"
-	"runtime"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -152,9 +151,7 @@ func TestCarriedByPosition(t *testing.T) {
 	}
 	ord21, _ := l.Find(21)
 	go func() { _ = l.Reserve(context.Background(), ord21) }()
-	for l.Waiting() == 0 {
-		runtime.Gosched()
-	}
+	<-l.Asked() // the reservation is asked for
 	s := l.Snapshot()
 	// 21 and 42 are read one after the other: one run.
 	if want := []Run{{12, 14}, {21, 42}, {43, 49}}; !slices.Equal(s.ReservedPos, want) {
