@@ -13,21 +13,22 @@
 // learns how many slices the server serves at once, and a breaker that
 // waits an outage out. A page that fails even so is asked for again, from
 // the same token, until MaxOutage.
+//
+// A Client asks for JSON lines (stream=true): each document comes as soon
+// as the server visits it, and a stream cut short is taken up from the
+// last continuation token it carried, the documents it sends again
+// dropped (see Progress.Seen). A server that answers a stream with JSON
+// pages is read page by page, as is every request with Config.Pages.
 package visit
 
 import (
-	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/seed32e55400/retries"
@@ -35,7 +36,11 @@ import (
 
 // Config says what a Client visits, and how.
 type Config struct {
-	URL     string // the endpoint, such as http://localhost:8080
+	URL string // the endpoint, such as http://localhost:8080
+	// URLs, if not empty, are several endpoints in place of URL: slice i
+	// is visited through URLs[i%len(URLs)], each endpoint with its own
+	// limiter and breaker.
+	URLs    []string
 	Cluster string // the content cluster to visit; required
 	// Selection, FieldSet and BucketSpace are document/v1's selection,
 	// fieldSet and bucketSpace; "" for the server's defaults.
@@ -43,11 +48,13 @@ type Config struct {
 	// Slices is how many slices the corpus is split into, visited at once
 	// as the limiter allows; 0: 1. A Progress holds to it.
 	Slices int
-	// WantedDocumentCount is a page's size, best effort (a page holds
-	// whole buckets); 0: 1000.
+	// WantedDocumentCount is a request's documents, best effort (a page
+	// holds whole buckets); 0: 1000.
 	WantedDocumentCount int
-	Header              http.Header // sent with every request
-	TLS                 *tls.Config // for https URLs; nil: Go's defaults
+	// Pages asks for JSON pages instead of a stream of JSON lines.
+	Pages  bool
+	Header http.Header // sent with every request
+	TLS    *tls.Config // for https URLs; nil: Go's defaults
 	// MaxOutage ends a visit whose slice has not got a page for this
 	// long, with an error matching ErrMaxOutage; 0: 5 minutes, negative:
 	// none.
@@ -68,6 +75,13 @@ type Progress struct {
 	Slices int      `json:"slices"`
 	Tokens []string `json:"tokens"` // per slice: the continuation to go on from; "" at its start
 	Done   []bool   `json:"done"`   // per slice: visited to its end
+	// Seen holds, per slice, the ids handed out from a stream since the
+	// continuation token before its last one: the documents a visit from
+	// Tokens may send again. A stream writes a token that covers a
+	// finished bucket after the next document, which it does not cover,
+	// and a stream cut short says nothing of its last token, so a visit
+	// resumed from Tokens drops what it reads of Seen. nil when empty.
+	Seen [][]string `json:"seen,omitempty"`
 }
 
 // Complete reports whether every slice is visited to its end.
@@ -84,11 +98,16 @@ func (p Progress) Complete() bool {
 }
 
 func (p Progress) clone() Progress {
-	return Progress{Slices: p.Slices, Tokens: append([]string(nil), p.Tokens...), Done: append([]bool(nil), p.Done...)}
+	q := Progress{Slices: p.Slices, Tokens: append([]string(nil), p.Tokens...), Done: append([]bool(nil), p.Done...)}
+	if p.Seen != nil {
+		q.Seen = append([][]string(nil), p.Seen...) // each slice's list is replaced, never changed
+	}
+	return q
 }
 
-// Page is one page of a slice: its documents, and the progress of the
-// whole visit once they are safe.
+// Page is what a slice read in one piece (a page, or a stretch of a
+// stream): its documents, and the progress of the whole visit once they
+// are safe.
 type Page struct {
 	Slice     int
 	Documents []Document
@@ -98,11 +117,20 @@ type Page struct {
 // Client visits a Config's cluster. It is safe for concurrent use, one
 // Visit at a time being the common case.
 type Client struct {
-	cfg     Config
+	cfg       Config
+	endpoints []*endpoint
+}
+
+// endpoint is one URL and the layers of the slices visited through it.
+type endpoint struct {
 	base    string
-	http    *http.Client
-	Limiter *retries.Limiter // how many slices' requests the server serves at once
-	Breaker *retries.Breaker
+	limiter *retries.Limiter // how many of its slices' requests the server serves at once
+	breaker *retries.Breaker
+	pages   *http.Client // the limiter holds a permit per request: a page's time is its latency
+	// streams has no limiter, and gives a 429 back: gate counts the
+	// streams the server serves at once, each for as long as it lasts.
+	streams *http.Client
+	gate    *gate
 }
 
 // The layers of a visit.
@@ -123,9 +151,15 @@ var (
 // New returns a Client for cfg, or an error if the URL is not an http or
 // https URL with a host, or the cluster is missing.
 func New(cfg Config) (*Client, error) {
-	u, err := url.Parse(cfg.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("URL %q: want http://HOST[:PORT] or https://…", cfg.URL)
+	urls := cfg.URLs
+	if len(urls) == 0 {
+		urls = []string{cfg.URL}
+	}
+	for _, s := range urls {
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("URL %q: want http://HOST[:PORT] or https://…", s)
+		}
 	}
 	if cfg.Cluster == "" {
 		return nil, errors.New("visit: Cluster is required")
@@ -140,17 +174,25 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Budget == nil {
 		cfg.Budget = retries.NewBudget(0.1, 5)
 	}
-	c := &Client{cfg: cfg, base: strings.TrimRight(cfg.URL, "/")}
-	c.Limiter = retries.NewLimiter(retries.LimiterConfig{MaxInFlight: cfg.Slices})
-	c.Breaker = retries.NewBreaker(retries.BreakerConfig{})
-	base := http.DefaultTransport.(*http.Transport).Clone()
-	base.TLSClientConfig = cfg.TLS
-	base.MaxIdleConnsPerHost = cfg.Slices
-	outerRetry := DefaultOuter.Retry()
-	inner := DefaultInner.Copy(retries.WithLimiter(c.Limiter), retries.WithBreaker(c.Breaker),
-		retries.WithRetry(retries.RetryAny(DefaultInner.Retry(), retries.RetryIfOutage(c.Breaker, outerRetry))))
+	c := &Client{cfg: cfg}
 	outer := DefaultOuter.Copy(retries.WithBudget(cfg.Budget))
-	c.http = &http.Client{Transport: retries.NewTransport(retries.NewTransport(base, inner), outer)}
+	for i, s := range urls {
+		share := (cfg.Slices - i + len(urls) - 1) / len(urls) // the slices visited through it
+		ep := &endpoint{base: strings.TrimRight(s, "/"),
+			limiter: retries.NewLimiter(retries.LimiterConfig{MaxInFlight: max(share, 1)}),
+			breaker: retries.NewBreaker(retries.BreakerConfig{}), gate: newGate(max(share, 1))}
+		base := http.DefaultTransport.(*http.Transport).Clone()
+		base.TLSClientConfig = cfg.TLS
+		base.MaxIdleConnsPerHost = max(share, 1)
+		outage := retries.RetryIfOutage(ep.breaker, DefaultOuter.Retry())
+		pages := DefaultInner.Copy(retries.WithLimiter(ep.limiter), retries.WithBreaker(ep.breaker),
+			retries.WithRetry(retries.RetryAny(DefaultInner.Retry(), outage)))
+		streams := DefaultInner.Copy(retries.WithBreaker(ep.breaker), retries.WithRetry(retries.RetryAny(
+			retries.RetryAll(DefaultInner.Retry(), retries.RetryNot(retries.RetryIfStatus(http.StatusTooManyRequests))), outage)))
+		ep.pages = &http.Client{Transport: retries.NewTransport(retries.NewTransport(base, pages), outer)}
+		ep.streams = &http.Client{Transport: retries.NewTransport(retries.NewTransport(base, streams), outer)}
+		c.endpoints = append(c.endpoints, ep)
+	}
 	return c, nil
 }
 
@@ -168,167 +210,4 @@ type StatusError struct {
 
 func (e *StatusError) Error() string {
 	return fmt.Sprintf("visit: %d %s: %s", e.Status, http.StatusText(e.Status), e.Message)
-}
-
-// Visit visits the slices from from on, each as a series of requests,
-// and calls page with each page, one call at a time, on the goroutine of
-// Visit: the progress a Page carries covers its documents and those of
-// every page before it. It returns when every slice is done, when page
-// returns an error (that error), when a page is refused (*StatusError) or
-// a slice fails for longer than MaxOutage, or when ctx ends; with the
-// progress covering every page that page accepted.
-func (c *Client) Visit(ctx context.Context, from Progress, page func(Page) error) (Progress, error) {
-	n := c.cfg.Slices
-	switch {
-	case from.Slices == 0:
-		from = Progress{Slices: n, Tokens: make([]string, n), Done: make([]bool, n)}
-	case from.Slices != n || len(from.Tokens) != n || len(from.Done) != n:
-		return from, fmt.Errorf("visit: the progress is of %d slices, not %d", from.Slices, n)
-	}
-	prog := from.clone()
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	type result struct {
-		slice int
-		docs  []Document
-		token string
-		done  bool
-		ack   chan bool // true: go on
-	}
-	results := make(chan result)
-	var wg sync.WaitGroup
-	for i := range n {
-		if prog.Done[i] {
-			continue
-		}
-		token := prog.Tokens[i]
-		wg.Go(func() {
-			for {
-				docs, next, err := c.page(ctx, i, token)
-				if err != nil {
-					cancel(err)
-					return
-				}
-				r := result{slice: i, docs: docs, token: next, done: next == "", ack: make(chan bool, 1)}
-				select {
-				case results <- r:
-				case <-ctx.Done():
-					return
-				}
-				if !<-r.ack || r.done {
-					return
-				}
-				token = next
-			}
-		})
-	}
-	go func() { wg.Wait(); close(results) }()
-	var err error
-	for r := range results {
-		if err != nil {
-			r.ack <- false
-			continue
-		}
-		prog.Tokens[r.slice], prog.Done[r.slice] = r.token, r.done
-		if err = page(Page{Slice: r.slice, Documents: r.docs, Progress: prog.clone()}); err != nil {
-			prog.Tokens[r.slice], prog.Done[r.slice] = from.Tokens[r.slice], from.Done[r.slice]
-			cancel(err)
-			r.ack <- false
-			continue
-		}
-		from.Tokens[r.slice], from.Done[r.slice] = r.token, r.done
-		r.ack <- true
-	}
-	if err != nil {
-		return from, err
-	}
-	if cause := context.Cause(ctx); cause != nil && !prog.Complete() {
-		return from, cause
-	}
-	return from, nil
-}
-
-// page gets the page of slice i from token, asking again after a failure,
-// for at most MaxOutage in all: each request is bounded by what is left of
-// it, since the retry layers hold a request for as long as the breaker is
-// open.
-func (c *Client) page(ctx context.Context, slice int, token string) ([]Document, string, error) {
-	start := time.Now()
-	for {
-		docs, next, err := c.getWithin(ctx, slice, token, start)
-		var se *StatusError
-		switch {
-		case err == nil:
-			return docs, next, nil
-		case errors.As(err, &se), ctx.Err() != nil:
-			return nil, "", err
-		case c.cfg.MaxOutage > 0 && time.Since(start) >= c.cfg.MaxOutage:
-			return nil, "", fmt.Errorf("%w (%v, slice %d): %w", ErrMaxOutage, c.cfg.MaxOutage, slice, err)
-		}
-		t := time.NewTimer(time.Duration(500+rand.IntN(500)) * time.Millisecond)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, "", context.Cause(ctx)
-		}
-	}
-}
-
-// getWithin is get, ended when MaxOutage has passed since start.
-func (c *Client) getWithin(ctx context.Context, slice int, token string, start time.Time) ([]Document, string, error) {
-	if c.cfg.MaxOutage <= 0 {
-		return c.get(ctx, slice, token)
-	}
-	ctx, cancel := context.WithDeadline(ctx, start.Add(c.cfg.MaxOutage))
-	defer cancel()
-	return c.get(ctx, slice, token)
-}
-
-// get makes one request of slice i from token.
-func (c *Client) get(ctx context.Context, slice int, token string) ([]Document, string, error) {
-	q := url.Values{}
-	q.Set("cluster", c.cfg.Cluster)
-	q.Set("slices", strconv.Itoa(c.cfg.Slices))
-	q.Set("sliceId", strconv.Itoa(slice))
-	q.Set("wantedDocumentCount", strconv.Itoa(c.cfg.WantedDocumentCount))
-	for k, v := range map[string]string{"selection": c.cfg.Selection, "fieldSet": c.cfg.FieldSet, "bucketSpace": c.cfg.BucketSpace, "continuation": token} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/document/v1/?"+q.Encode(), nil)
-	if err != nil {
-		return nil, "", err
-	}
-	for k, vs := range c.cfg.Header {
-		req.Header[k] = vs
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, "", err
-	}
-	var v struct {
-		Message      string     `json:"message"`
-		Documents    []Document `json:"documents"`
-		Continuation string     `json:"continuation"`
-	}
-	jerr := json.Unmarshal(body, &v)
-	switch {
-	case resp.StatusCode/100 == 4 && resp.StatusCode != http.StatusTooManyRequests:
-		if v.Message == "" {
-			v.Message = strings.TrimSpace(string(body))
-		}
-		return nil, "", &StatusError{Status: resp.StatusCode, Message: v.Message}
-	case resp.StatusCode != http.StatusOK:
-		return nil, "", fmt.Errorf("visit: %s", resp.Status)
-	case jerr != nil:
-		return nil, "", fmt.Errorf("visit: a page that is not JSON: %v", jerr) // cut short: asked for again
-	}
-	return v.Documents, v.Continuation, nil
 }

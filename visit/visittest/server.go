@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -20,19 +21,41 @@ import (
 // Reset is the fault that makes the Server reset the connection.
 const Reset = -1
 
+// CutAfter returns the fault that makes the Server write the first n
+// lines of a stream (n bytes of a page) and then cut the connection.
+func CutAfter(n int) int { return cutBase - n }
+
+const cutBase = -1000
+
 // Server is a document/v1 endpoint that serves visits of its corpus:
 // documents id:music:music::N (N from 0) with the fields {"n": N}, in
 // Buckets buckets (document N in bucket N mod Buckets), of the content
 // cluster Cluster. A page holds whole buckets, until it holds
 // wantedDocumentCount documents (1 by default).
+//
+// A request with stream=true and Accept: application/jsonl gets JSON
+// lines as Vespa writes them: each document as a feed line, the token
+// that covers a finished bucket after the next document line (which it
+// does not cover), then the epilogue's token (none once the slice is
+// done) and {"sessionStats": {"documentCount": N}}. A stream, too, ends
+// after the bucket that brings it to wantedDocumentCount.
 type Server struct {
 	*httptest.Server
 	Cluster string
 	Docs    int
 	Buckets int
 	fault   func(r *http.Request, n int) int // n: the requests before this one
+	// Streams, if false, answers a stream with a JSON page, as a server
+	// without JSON lines does. New sets it.
+	Streams bool
+	// MaxVisits, if above 0, is how many visit requests the Server serves
+	// at once, a stream for as long as it lasts: one more gets a 429, as
+	// Vespa answers too many visitors.
+	MaxVisits int
 
 	mu       sync.Mutex
+	visiting int
+	refused  int
 	requests int
 	served   map[int]int // document: times served
 }
@@ -42,7 +65,7 @@ type Server struct {
 // and closes it when the test ends.
 func New(t testing.TB, docs, buckets int, fault func(r *http.Request, n int) int) *Server {
 	t.Helper()
-	s := &Server{Cluster: "music", Docs: docs, Buckets: buckets, fault: fault, served: map[int]int{}}
+	s := &Server{Cluster: "music", Docs: docs, Buckets: buckets, fault: fault, served: map[int]int{}, Streams: true}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
@@ -59,6 +82,13 @@ func (s *Server) Served() map[int]int {
 	return out
 }
 
+// Refused returns how many requests the server refused for MaxVisits.
+func (s *Server) Refused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}
+
 // Requests returns how many requests the server received.
 func (s *Server) Requests() int {
 	s.mu.Lock()
@@ -71,8 +101,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	n := s.requests
 	s.requests++
 	s.mu.Unlock()
+	cut := -1
 	if s.fault != nil {
 		switch code := s.fault(r, n); {
+		case code <= cutBase:
+			cut = cutBase - code
 		case code == Reset:
 			if hj, ok := w.(http.Hijacker); ok {
 				if conn, _, err := hj.Hijack(); err == nil {
@@ -87,6 +120,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	s.mu.Lock()
+	if s.MaxVisits > 0 && s.visiting >= s.MaxVisits {
+		s.refused++
+		s.mu.Unlock()
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{"message": "too many visitors"})
+		return
+	}
+	s.visiting++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.visiting--
+		s.mu.Unlock()
+	}()
 	q := r.URL.Query()
 	if r.Method != http.MethodGet || r.URL.Path != "/document/v1/" {
 		writeJSON(w, http.StatusNotFound, map[string]any{"message": "no visit at " + r.URL.Path})
@@ -118,20 +165,85 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	for b := id; b < s.Buckets; b += slices {
 		buckets = append(buckets, b)
 	}
+	token := func(next int) string {
+		if next == len(buckets) {
+			return ""
+		}
+		return base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf("%d:%d:%d", slices, id, next)))
+	}
+	if s.Streams && q.Get("stream") == "true" && strings.Contains(r.Header.Get("Accept"), "application/jsonl") {
+		s.stream(w, buckets, next, wanted, token, cut)
+		return
+	}
 	var docs []map[string]any
-	s.mu.Lock()
+	var served []int
 	for ; next < len(buckets) && len(docs) < wanted; next++ {
 		for d := buckets[next]; d < s.Docs; d += s.Buckets {
 			docs = append(docs, map[string]any{"id": fmt.Sprintf("id:music:music::%d", d), "fields": map[string]any{"n": d}})
-			s.served[d]++
+			served = append(served, d)
 		}
 	}
-	s.mu.Unlock()
 	page := map[string]any{"pathId": "/document/v1/", "documents": docs, "documentCount": len(docs)}
-	if next < len(buckets) {
-		page["continuation"] = base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf("%d:%d:%d", slices, id, next)))
+	if tok := token(next); tok != "" {
+		page["continuation"] = tok
 	}
-	writeJSON(w, http.StatusOK, page)
+	body, _ := json.Marshal(page)
+	if cut >= 0 && cut < len(body) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body[:cut])
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}
+	s.serve1(served)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// serve1 counts the documents served.
+func (s *Server) serve1(docs []int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range docs {
+		s.served[d]++
+	}
+}
+
+// stream writes the slice's buckets from next on as JSON lines, with
+// Vespa's order of tokens, cutting the connection after cut lines if cut
+// is not negative.
+func (s *Server) stream(w http.ResponseWriter, buckets []int, next, wanted int, token func(int) string, cut int) {
+	w.Header().Set("Content-Type", "application/jsonl; charset=UTF-8")
+	lines := 0
+	write := func(line string) {
+		if lines == cut {
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		}
+		lines++
+		_, _ = io.WriteString(w, line+"\n")
+	}
+	tokenLine := func(next int) {
+		if tok := token(next); tok != "" {
+			write(fmt.Sprintf(`{"continuation":{"token":%q,"percentFinished":%d}}`, tok, 100*next/len(buckets)))
+		} else {
+			write(`{"continuation":{"percentFinished":100}}`)
+		}
+	}
+	sent, pending := 0, -1
+	for ; next < len(buckets) && sent < wanted; next++ {
+		for d := buckets[next]; d < s.Docs; d += s.Buckets {
+			write(fmt.Sprintf(`{"put":"id:music:music::%d","fields":{"n":%d}}`, d, d))
+			s.serve1([]int{d})
+			sent++
+			if pending >= 0 { // the token of a finished bucket goes out after the next document
+				tokenLine(pending)
+				pending = -1
+			}
+		}
+		pending = next + 1
+	}
+	tokenLine(next)
+	write(fmt.Sprintf(`{"sessionStats":{"documentCount":%d}}`, sent))
 }
 
 func atoi(s string, def int) int {

@@ -1,0 +1,208 @@
+package visit
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// errBusy is a stream the server refused with a 429: it serves no more
+// visits at once.
+var errBusy = errors.New("visit: 429 Too Many Requests")
+
+// errCut is a stream that ended without its epilogue.
+var errCut = errors.New("visit: a stream cut short")
+
+// request makes one request of slice s from where it stands, and hands
+// out what it reads through emit as it reads it: a page whole, a stream
+// at each continuation token and every WantedDocumentCount documents.
+func (c *Client) request(ctx context.Context, s *slice, emit func([]Document, mark) bool) (err error) {
+	stream := !c.cfg.Pages
+	hc := s.ep.pages
+	if stream {
+		if err := s.ep.gate.enter(ctx); err != nil {
+			return err
+		}
+		s.hear() // waiting for a place is no outage
+		hc = s.ep.streams
+		defer func() { s.ep.gate.leave(errors.Is(err, errBusy)) }()
+	}
+	rctx, stop := c.watch(ctx, s)
+	defer stop()
+	resp, err := hc.Do(c.newRequest(rctx, s, stream))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	switch code := resp.StatusCode; {
+	case code == http.StatusTooManyRequests && stream:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return errBusy
+	case code/100 == 4 && code != http.StatusTooManyRequests:
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		var v struct{ Message string }
+		if json.Unmarshal(body, &v) != nil || v.Message == "" {
+			v.Message = strings.TrimSpace(string(body))
+		}
+		return &StatusError{Status: code, Message: v.Message}
+	case code != http.StatusOK:
+		return fmt.Errorf("visit: %s", resp.Status)
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/jsonl" {
+		return c.readStream(resp.Body, s, emit)
+	}
+	return c.readPage(resp.Body, s, emit)
+}
+
+// newRequest returns the request of slice s from where it stands.
+func (c *Client) newRequest(ctx context.Context, s *slice, stream bool) *http.Request {
+	q := url.Values{}
+	q.Set("cluster", c.cfg.Cluster)
+	q.Set("slices", strconv.Itoa(c.cfg.Slices))
+	q.Set("sliceId", strconv.Itoa(s.id))
+	q.Set("wantedDocumentCount", strconv.Itoa(c.cfg.WantedDocumentCount))
+	for k, v := range map[string]string{"selection": c.cfg.Selection, "fieldSet": c.cfg.FieldSet, "bucketSpace": c.cfg.BucketSpace, "continuation": s.token} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if stream {
+		q.Set("stream", "true")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.ep.base+"/document/v1/?"+q.Encode(), nil)
+	if err != nil {
+		panic(err) // the base URL was checked by New
+	}
+	for k, vs := range c.cfg.Header {
+		req.Header[k] = vs
+	}
+	if stream {
+		req.Header.Set("Accept", "application/jsonl")
+	}
+	return req
+}
+
+// readPage reads a JSON page, whose token covers every document in it.
+func (c *Client) readPage(body io.Reader, s *slice, emit func([]Document, mark) bool) error {
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return err
+	}
+	var v struct {
+		Documents    []Document `json:"documents"`
+		Continuation string     `json:"continuation"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return fmt.Errorf("visit: a page that is not JSON: %v", err) // cut short: asked for again
+	}
+	docs := v.Documents[:0]
+	for _, d := range v.Documents {
+		if s.read(d.ID) {
+			docs = append(docs, d)
+		}
+	}
+	s.pageRead(v.Continuation)
+	s.hear()
+	if !emit(docs, s.mark()) {
+		return errStopped
+	}
+	return nil
+}
+
+// streamLine is one line of a JSON lines visit.
+type streamLine struct {
+	Put          string          `json:"put"`
+	Fields       json.RawMessage `json:"fields"`
+	Continuation *struct {
+		Token string `json:"token"`
+	} `json:"continuation"`
+	SessionStats json.RawMessage `json:"sessionStats"`
+	Message      *struct {
+		Text     string `json:"text"`
+		Severity string `json:"severity"`
+	} `json:"message"`
+}
+
+// readStream reads JSON lines: documents as feed lines, each token after
+// the document that follows the bucket it finishes, then the epilogue (the
+// last token, or none once the slice is done) and the session's stats. A
+// stream that ends before its stats, or says it failed, is an error: the
+// slice goes on from the last token read, and drops what it read again.
+func (c *Client) readStream(body io.Reader, s *slice, emit func([]Document, mark) bool) error {
+	br := bufio.NewReaderSize(body, 64<<10)
+	var batch []Document
+	moved, ended := false, false
+	var failure string
+	flush := func() bool {
+		ok := emit(batch, s.mark())
+		batch, moved = nil, false
+		return ok
+	}
+	var long []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long, line...)
+			continue
+		}
+		if long != nil {
+			line, long = append(long, line...), nil
+		}
+		if line = bytes.TrimSpace(line); len(line) > 0 {
+			var l streamLine
+			if jerr := json.Unmarshal(line, &l); jerr != nil {
+				if err == nil {
+					return fmt.Errorf("visit: a stream line that is not JSON: %v", jerr)
+				}
+				line = nil // the last line, cut short
+			}
+			switch {
+			case line == nil:
+			case l.Put != "":
+				s.hear()
+				s.pieces++
+				if s.read(l.Put) {
+					batch = append(batch, Document{ID: l.Put, Fields: l.Fields})
+				}
+				moved = true
+				if len(batch) >= c.cfg.WantedDocumentCount && !flush() {
+					return errStopped
+				}
+			case l.Continuation != nil:
+				s.hear()
+				s.pieces++
+				s.tokenRead(l.Continuation.Token)
+				if !flush() {
+					return errStopped
+				}
+			case l.SessionStats != nil:
+				ended = true
+			case l.Message != nil && strings.EqualFold(l.Message.Severity, "error"):
+				failure = l.Message.Text
+			}
+		}
+		if err != nil {
+			if moved && !flush() {
+				return errStopped
+			}
+			switch {
+			case failure != "":
+				return fmt.Errorf("visit: the server ended a stream: %s", failure)
+			case !errors.Is(err, io.EOF):
+				return fmt.Errorf("%w: %w", errCut, err)
+			case !ended:
+				return errCut
+			}
+			return nil
+		}
+	}
+}

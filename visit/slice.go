@@ -1,0 +1,272 @@
+package visit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Visit visits the slices from from on, each as a series of requests,
+// and calls page with what each slice reads, one call at a time, on the
+// goroutine of Visit: the progress a Page carries covers its documents
+// and those of every page before it. It returns when every slice is done,
+// when page returns an error (that error), when a request is refused
+// (*StatusError) or a slice gets nothing for longer than MaxOutage, or
+// when ctx ends; with the progress covering every page that page accepted.
+func (c *Client) Visit(ctx context.Context, from Progress, page func(Page) error) (Progress, error) {
+	n := c.cfg.Slices
+	switch {
+	case from.Slices == 0:
+		from = Progress{Slices: n, Tokens: make([]string, n), Done: make([]bool, n)}
+	case from.Slices != n || len(from.Tokens) != n || len(from.Done) != n || (from.Seen != nil && len(from.Seen) != n):
+		return from, fmt.Errorf("visit: the progress is of %d slices, not %d", from.Slices, n)
+	}
+	from = from.clone()
+	if from.Seen == nil {
+		from.Seen = make([][]string, n)
+	}
+	prog := from.clone()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	type result struct {
+		slice int
+		docs  []Document
+		mark  mark
+		ack   chan bool // true: go on
+	}
+	results := make(chan result)
+	var wg sync.WaitGroup
+	for i := range n {
+		if prog.Done[i] {
+			continue
+		}
+		s := newSlice(i, c.endpoints[i%len(c.endpoints)], from.Tokens[i], from.Seen[i])
+		wg.Go(func() {
+			err := c.run(ctx, s, func(docs []Document, m mark) bool {
+				r := result{slice: i, docs: docs, mark: m, ack: make(chan bool, 1)}
+				select {
+				case results <- r:
+				case <-ctx.Done():
+					return false
+				}
+				return <-r.ack
+			})
+			if err != nil && !errors.Is(err, errStopped) {
+				cancel(err)
+			}
+		})
+	}
+	go func() { wg.Wait(); close(results) }()
+	var err error
+	for r := range results {
+		if err != nil {
+			r.ack <- false
+			continue
+		}
+		i := r.slice
+		prog.Tokens[i], prog.Done[i], prog.Seen[i] = r.mark.token, r.mark.done, r.mark.seen
+		if err = page(Page{Slice: i, Documents: r.docs, Progress: prog.tidy()}); err != nil {
+			prog.Tokens[i], prog.Done[i], prog.Seen[i] = from.Tokens[i], from.Done[i], from.Seen[i]
+			cancel(err)
+			r.ack <- false
+			continue
+		}
+		from.Tokens[i], from.Done[i], from.Seen[i] = r.mark.token, r.mark.done, r.mark.seen
+		r.ack <- true
+	}
+	if err != nil {
+		return from.tidy(), err
+	}
+	if cause := context.Cause(ctx); cause != nil && !prog.Complete() {
+		return from.tidy(), cause
+	}
+	return from.tidy(), nil
+}
+
+// tidy returns a copy of p with Seen nil when it holds no id.
+func (p Progress) tidy() Progress {
+	q := p.clone()
+	for _, s := range q.Seen {
+		if len(s) > 0 {
+			return q
+		}
+	}
+	q.Seen = nil
+	return q
+}
+
+// errStopped ends a slice whose pages are no longer wanted.
+var errStopped = errors.New("visit: stopped")
+
+// mark is where a slice stands after the documents handed out with it.
+type mark struct {
+	token string
+	done  bool
+	seen  []string // the ids read since the token before the last one
+}
+
+// slice is one slice's state as it reads.
+type slice struct {
+	id    int
+	ep    *endpoint
+	token string
+	done  bool
+	// older are the ids read between the token before the last one and
+	// the last one (at a resume, the progress's Seen); recent, those read
+	// since the last one. A visit from token may send them again: they
+	// are dropped when it does.
+	older   map[string]struct{}
+	olderL  []string
+	recent  map[string]struct{}
+	recentL []string
+	heard   atomic.Int64 // when the slice last read something, as UnixNano
+	pieces  int          // documents and tokens read
+}
+
+func newSlice(id int, ep *endpoint, token string, seen []string) *slice {
+	s := &slice{id: id, ep: ep, token: token, recent: map[string]struct{}{}}
+	s.older, s.olderL = set(seen), seen
+	return s
+}
+
+func set(ids []string) map[string]struct{} {
+	m := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		m[id] = struct{}{}
+	}
+	return m
+}
+
+// read records the id of a document read, and reports whether it is new:
+// neither read since the token before the last one, nor in the Seen the
+// slice resumed with (a request taken up after a cut sends them again).
+func (s *slice) read(id string) bool {
+	if _, again := s.older[id]; again {
+		return false
+	}
+	if _, again := s.recent[id]; again {
+		return false
+	}
+	s.recent[id] = struct{}{}
+	s.recentL = append(s.recentL, id)
+	return true
+}
+
+// roll makes the ids read since the last token the older ones.
+func (s *slice) roll(keep bool) {
+	if keep {
+		s.older, s.olderL = s.recent, s.recentL
+	} else {
+		s.older, s.olderL = nil, nil
+	}
+	s.recent, s.recentL = map[string]struct{}{}, nil
+}
+
+// tokenRead moves the slice to a token read from a stream: what was read
+// before the last token is now covered by this one.
+func (s *slice) tokenRead(token string) {
+	switch {
+	case token == "":
+		s.token, s.done = "", true
+		s.roll(false)
+	case token != s.token: // a token equal to the last covers nothing more
+		s.token = token
+		s.roll(true)
+	}
+}
+
+// pageRead moves the slice past a page, whose token covers all of it.
+func (s *slice) pageRead(token string) {
+	s.token, s.done = token, token == ""
+	s.roll(false)
+}
+
+func (s *slice) mark() mark {
+	var seen []string
+	if len(s.olderL)+len(s.recentL) > 0 {
+		seen = make([]string, 0, len(s.olderL)+len(s.recentL))
+		seen = append(append(seen, s.olderL...), s.recentL...)
+	}
+	return mark{token: s.token, done: s.done, seen: seen}
+}
+
+func (s *slice) hear() { s.heard.Store(time.Now().UnixNano()) }
+
+// run reads slice s to its end, handing out what it reads through emit,
+// which returns false when no more is wanted. A request that fails is
+// made again, from where the slice stands, until the slice has read
+// nothing for MaxOutage.
+func (c *Client) run(ctx context.Context, s *slice, emit func([]Document, mark) bool) error {
+	s.hear()
+	for !s.done {
+		pieces := s.pieces
+		err := c.request(ctx, s, emit)
+		var se *StatusError
+		switch {
+		case err == nil:
+			continue
+		case errors.Is(err, errCut) && s.pieces > pieces:
+			continue // a stream cut short after it brought something: on from there at once
+		case errors.Is(err, errBusy): // the gate holds the slice back from now on
+			if sleep(ctx, time.Duration(100+rand.IntN(200))*time.Millisecond) != nil {
+				return context.Cause(ctx)
+			}
+			continue
+		case errors.Is(err, errStopped), errors.As(err, &se), ctx.Err() != nil:
+			return err
+		case c.cfg.MaxOutage > 0 && time.Since(time.Unix(0, s.heard.Load())) >= c.cfg.MaxOutage:
+			return fmt.Errorf("%w (%v, slice %d): %w", ErrMaxOutage, c.cfg.MaxOutage, s.id, err)
+		}
+		if sleep(ctx, time.Duration(500+rand.IntN(500))*time.Millisecond) != nil {
+			return context.Cause(ctx)
+		}
+	}
+	return nil
+}
+
+// sleep waits for d, or until ctx ends (its error).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// errQuiet ends a request of a slice that has read nothing for MaxOutage.
+var errQuiet = errors.New("visit: nothing read for -max-outage")
+
+// watch cancels ctx with errQuiet once s has read nothing for MaxOutage,
+// until the returned stop is called.
+func (c *Client) watch(ctx context.Context, s *slice) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	if c.cfg.MaxOutage <= 0 {
+		return ctx, func() { cancel(nil) }
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTimer(c.cfg.MaxOutage)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			left := c.cfg.MaxOutage - time.Since(time.Unix(0, s.heard.Load()))
+			if left <= 0 {
+				cancel(errQuiet)
+				return
+			}
+			t.Reset(left)
+		}
+	}()
+	return ctx, func() { close(done); cancel(nil) }
+}
