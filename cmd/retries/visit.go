@@ -17,7 +17,9 @@ import (
 
 // visitFlags are the flags of the visit command.
 type visitFlags struct {
-	url, cluster, selection, fieldSet string
+	urls                              urlsFlag
+	cluster, selection, fieldSet      string
+	pages                             bool
 	slices                            int
 	out, checkpoint, headerFile       string
 	cert, key, ca                     string
@@ -28,11 +30,12 @@ type visitFlags struct {
 
 // addVisitFlags defines the visit command's flags on fs.
 func addVisitFlags(fs *flag.FlagSet, f *visitFlags) {
-	fs.StringVar(&f.url, "url", "", "the document/v1 endpoint `URL` (required)")
+	fs.Var(&f.urls, "url", "the document/v1 endpoint `URL` (required); repeat it for several endpoints, the slices spread over them")
 	fs.StringVar(&f.cluster, "cluster", "", "the content `CLUSTER` to visit (required)")
 	fs.StringVar(&f.selection, "selection", "", "visit the documents that match the document selection `EXPR`")
 	fs.StringVar(&f.fieldSet, "field-set", "", "the field set `FS` of each document, such as music:[document]")
 	fs.IntVar(&f.slices, "slices", 8, "split the corpus into `N` slices, visited at once as the server allows (fixed for a -checkpoint)")
+	fs.BoolVar(&f.pages, "pages", false, "ask for JSON pages instead of a stream of JSON lines")
 	fs.StringVar(&f.out, "o", "", "write the documents to `FILE` as feed lines; default stdout")
 	fs.StringVar(&f.checkpoint, "checkpoint", "", "keep `FILE` up to date with how far the visit is, and resume from it when it exists (needs -o)")
 	fs.Var(&f.header, "header", "send the header `'Name: value'` with every request (repeatable); never printed")
@@ -72,7 +75,7 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch {
 	case f.header.check() != nil:
 		return usageErrorf("visit: %v", f.header.check())
-	case f.url == "" || f.cluster == "":
+	case len(f.urls) == 0 || f.cluster == "":
 		return usageErrorf("visit: -url and -cluster are required")
 	case len(pos) > 0:
 		return usageErrorf("visit: unexpected argument %q", pos[0])
@@ -92,7 +95,7 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return setupErrorf("visit: -header-file: %v", err)
 		}
 	}
-	c, err := visit.New(visit.Config{URL: f.url, Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet,
+	c, err := visit.New(visit.Config{URLs: f.urls, Pages: f.pages, Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet,
 		Slices: f.slices, Header: f.header.h, TLS: tlsCfg, MaxOutage: orNone(f.maxOutage)})
 	if err != nil {
 		return usageErrorf("visit: %v", err)

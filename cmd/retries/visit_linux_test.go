@@ -68,7 +68,8 @@ func TestVisitCommand(t *testing.T) {
 }
 
 // TestVisitCommandResumes: a visit interrupted part way (exit 3), and
-// one SIGKILLed once its checkpoint covers part of the output, each go on
+// one SIGKILLed once its checkpoint covers part of the output (its streams
+// cut short now and then), each go on
 // with the same command and -checkpoint: the output then holds every
 // document once.
 func TestVisitCommandResumes(t *testing.T) {
@@ -100,6 +101,9 @@ func TestVisitCommandResumes(t *testing.T) {
 		srv := visittest.New(t, 40000, 1024, func(_ *http.Request, n int) int {
 			if n >= 20 {
 				<-hold // the process is killed meanwhile
+			}
+			if n%3 == 1 { // streams cut short, after a token's line or a document's
+				return visittest.CutAfter(5 + n%40)
 			}
 			return 0
 		})
