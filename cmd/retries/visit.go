@@ -17,15 +17,15 @@ import (
 
 // visitFlags are the flags of the visit command.
 type visitFlags struct {
-	urls                              urlsFlag
-	cluster, selection, fieldSet      string
-	pages                             bool
-	slices                            int
-	out, checkpoint, headerFile       string
-	cert, key, ca                     string
-	maxOutage, progress               time.Duration
-	quiet                             bool
-	header                            headerFlag
+	urls                         urlsFlag
+	cluster, selection, fieldSet string
+	pages                        bool
+	slices                       int
+	out, checkpoint, headerFile  string
+	cert, key, ca                string
+	maxOutage, progress          time.Duration
+	quiet                        bool
+	header                       headerFlag
 }
 
 // addVisitFlags defines the visit command's flags on fs.
