@@ -153,6 +153,13 @@ type feedFlags struct {
 // addFeedFlags defines the feed command's flags on fs.
 func addFeedFlags(fs *flag.FlagSet, f *feedFlags) {
 	fs.Var(&f.urls, "url", "the document/v1 `URL`, such as http://localhost:8080 (required); repeat it for several endpoints, each operation going to the least loaded")
+	fs.StringVar(&f.checkpoint, "checkpoint", "", "keep `FILE` up to date with how far the input is fed, and resume from it when it exists (a named input only, not stdin)")
+	addSendFlags(fs, f)
+}
+
+// addSendFlags defines the flags of how the feed sends, which the copy
+// command has too, on fs.
+func addSendFlags(fs *flag.FlagSet, f *feedFlags) {
 	intVar(fs, &f.concurrency, "concurrency", 0, 0, maxFeedConcurrency, "`N` requests in flight, fixed; 0: the adaptive limiter decides")
 	intVar(fs, &f.connections, "connections", 0, 0, maxFeedConnections, "`N` connections per endpoint: N over HTTP/2, at most N over HTTP/1.1; 0: 8 over HTTP/2 (as vespa feed), as many as needed over HTTP/1.1")
 	fs.BoolVar(&f.http2, "http2", false, "HTTP/2 without TLS on http URLs (prior knowledge)")
@@ -160,7 +167,6 @@ func addFeedFlags(fs *flag.FlagSet, f *feedFlags) {
 	fs.DurationVar(&f.grace, "grace", 5*time.Second, "after an interrupt, how long to wait for the requests in flight before canceling them; 0: cancel at once")
 	fs.DurationVar(&f.maxOutage, "max-outage", 5*time.Minute, "end the feed when the server has been out for this long; 0: wait for ever")
 	fs.StringVar(&f.failed, "failed", "", "write every operation not acknowledged to `FILE`, in feed format: the failed, the unsent and the unread rest")
-	fs.StringVar(&f.checkpoint, "checkpoint", "", "keep `FILE` up to date with how far the input is fed, and resume from it when it exists (a named input only, not stdin)")
 	fs.BoolVar(&f.quiet, "q", false, "no progress lines (as -progress 0)")
 	fs.DurationVar(&f.progress, "progress", time.Second, "time between progress reports on stderr; 0: none")
 	fs.BoolVar(&f.progressJSON, "progress-json", false, "write each progress report as one JSON line with the summary's keys so far")

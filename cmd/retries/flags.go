@@ -59,12 +59,22 @@ var commands = []command{
 	},
 	{
 		name:     "visit",
-		synopsis: "visit -url URL -cluster CLUSTER [-selection EXPR] [-field-set FS] [-slices N] [-o FILE [-checkpoint FILE]] [-header 'Name: value'] [-header-file FILE] [-cert FILE -key FILE] [-ca FILE] [-max-outage D] [-progress D] [-q]",
+		synopsis: "visit -url URL [-url URL…] -cluster CLUSTER [-selection EXPR] [-field-set FS] [-slices N] [-pages] [-o FILE [-checkpoint FILE]] [-header 'Name: value'] [-header-file FILE] [-cert FILE -key FILE] [-ca FILE] [-max-outage D] [-progress D] [-q]",
 		about: "Reads the documents of a content cluster out through document/v1's\n" +
 			"visits, N slices at once as the server allows, and writes them as feed\n" +
 			"lines that retries feed reads back. With -checkpoint, the same command\n" +
 			"goes on where a visit stopped, writing each document once.\n",
 		flags: func(fs *flag.FlagSet) { addVisitFlags(fs, &visitFlags{}) },
+	},
+	{
+		name:     "copy",
+		synopsis: "copy -from URL [-from URL…] -to URL [-to URL…] -cluster CLUSTER [-selection EXPR] [-field-set FS] [-slices N] [-checkpoint FILE] [-from-header 'Name: value'] [-from-header-file FILE] [-from-cert FILE -from-key FILE] [-from-ca FILE] [the feed's flags for the destination: -failed FILE, -max-outage D, -concurrency N, -http2, -header, -cert, …]",
+		about: "Copies the documents of a content cluster from one Vespa to another:\n" +
+			"visits the source as visit does and feeds each document to the\n" +
+			"destination as feed does, the slices interleaved. With -checkpoint, the\n" +
+			"same command goes on where a copy stopped, past every document the\n" +
+			"destination acknowledged.\n",
+		flags: func(fs *flag.FlagSet) { addCopyFlags(fs, &copyFlags{}) },
 	},
 }
 

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/seed32e55400/retries/feed"
+	"github.com/seed32e55400/retries/feed/feedtest"
+	"github.com/seed32e55400/retries/visit/visittest"
+)
+
+// appliedPuts returns how often dst applied a put of each document, and
+// fails t unless each carries the fields visittest gives it ({"n": N}).
+func appliedPuts(t *testing.T, dst *feedtest.Server) (map[int]int, []int) {
+	t.Helper()
+	count, order := map[int]int{}, []int(nil)
+	for _, a := range dst.Applied() {
+		method, rest, _ := strings.Cut(a, " ")
+		path, body, _ := strings.Cut(rest, " ")
+		path, _, _ = strings.Cut(path, "?")
+		var n int
+		if _, err := fmt.Sscanf(path, "/document/v1/music/music/docid/%d", &n); err != nil || method != http.MethodPost {
+			t.Errorf("applied %q: not a put of a document of the corpus", a)
+			continue
+		}
+		var b struct{ Fields struct{ N *int } }
+		if err := json.Unmarshal([]byte(body), &b); err != nil || b.Fields.N == nil || *b.Fields.N != n {
+			t.Errorf("applied %q: want the fields {\"n\":%d}", a, n)
+		}
+		count[n]++
+		order = append(order, n)
+	}
+	return count, order
+}
+
+// checkCopied fails t unless every one of n documents was applied.
+func checkCopied(t *testing.T, count map[int]int, n int) {
+	t.Helper()
+	lost := 0
+	for d := range n {
+		if count[d] == 0 {
+			lost++
+		}
+	}
+	if lost > 0 || len(count) != n {
+		t.Errorf("%d of %d documents never applied, %d in all", lost, n, len(count))
+	}
+}
+
+// TestCopyCommand: retries copy visits a source whose streams are cut
+// short now and then, and feeds a destination that fails a tenth of its
+// requests: every document is applied with its fields, the slices'
+// documents interleaved, and the copy exits 0.
+func TestCopyCommand(t *testing.T) {
+	t.Parallel()
+	src := visittest.New(t, 4000, 256, func(_ *http.Request, n int) int {
+		if n%4 == 3 {
+			return visittest.CutAfter(3 + n%50)
+		}
+		return 0
+	})
+	dst := feedtest.New(t, func(_ *http.Request, n int) int {
+		switch n % 20 {
+		case 5:
+			return http.StatusServiceUnavailable
+		case 11:
+			return feedtest.Reset
+		}
+		return 0
+	})
+	ck := filepath.Join(t.TempDir(), "ck.json")
+	var stdout, stderr bytes.Buffer
+	args := []string{"-q", "-from", src.URL, "-to", dst.URL, "-cluster", "music", "-slices", "4", "-checkpoint", ck}
+	if err := runCopy(t.Context(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("runCopy() = %v; stderr:\n%s", err, stderr.String())
+	}
+	count, order := appliedPuts(t, dst)
+	checkCopied(t, count, 4000)
+	slicesSeen := map[int]bool{}
+	for _, n := range order[:40] {
+		slicesSeen[n%256%4] = true
+	}
+	if len(slicesSeen) < 3 {
+		t.Errorf("the first 40 puts came from slices %v: not interleaved", slicesSeen)
+	}
+	var c copyCheckpoint
+	if data, err := os.ReadFile(ck); err != nil || json.Unmarshal(data, &c) != nil || !c.Complete || c.Documents != 4000 {
+		t.Errorf("the checkpoint: %+v, %v; want complete after 4000 documents", c, err)
+	}
+	stderr.Reset()
+	if err := runCopy(t.Context(), args, &stdout, &stderr); err != nil || !strings.Contains(stderr.String(), "complete: nothing to copy") {
+		t.Errorf("the copy again: %v, %s; want nothing to copy", err, stderr.String())
+	}
+}
+
+// TestCopyKilledTwice: a copy SIGKILLed twice, each time once its
+// checkpoint has moved and then been saved again while the destination
+// holds some of its puts unanswered (and unapplied), and then run to its
+// end with the same command, applies every document: the checkpoint never
+// moved past a document not acknowledged.
+func TestCopyKilledTwice(t *testing.T) {
+	t.Parallel()
+	const docs = 20000
+	src := visittest.New(t, docs, 1024, nil)
+	var blocking atomic.Bool
+	var release atomic.Pointer[chan struct{}]
+	blocked := make(chan struct{}, 1<<16)
+	dst := feedtest.New(t, func(*http.Request, int) int {
+		if blocking.Load() {
+			ch := *release.Load()
+			blocked <- struct{}{}
+			<-ch // the process is killed meanwhile
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	})
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "ck.json")
+	args := []string{"copy", "-q", "-from", src.URL, "-to", dst.URL, "-cluster", "music", "-slices", "4", "-checkpoint", ck}
+	written := renames(t, dir)
+	var exited chan struct{}
+	saved := func() copyCheckpoint {
+		for name := ""; name != "ck.json"; {
+			select {
+			case name = <-written:
+			case <-exited:
+				t.Fatal("the copy ended before it was killed")
+			}
+		}
+		var c copyCheckpoint
+		data, err := os.ReadFile(ck)
+		if err == nil {
+			err = json.Unmarshal(data, &c)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for kill := range 2 {
+		ch := make(chan struct{})
+		release.Store(&ch)
+		cmd := startProcess(t, newSyncBuffer(), args...)
+		exited = make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		for saved().Documents <= int64(kill+1)*docs/10 {
+		}
+		blocking.Store(true)
+		for range 8 {
+			<-blocked
+		}
+		saved()
+		saved() // a save begun after the puts were held
+		_ = cmd.Process.Kill()
+		<-exited
+		blocking.Store(false)
+		close(ch)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := runCopy(context.Background(), args[1:], &stdout, &stderr); err != nil {
+		t.Fatalf("the resumed copy: %v; stderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "resuming from") {
+		t.Errorf("the last copy did not resume: %s", stderr.String())
+	}
+	count, _ := appliedPuts(t, dst)
+	checkCopied(t, count, docs)
+	t.Logf("the source sent %d documents for %d", sentDocs(src), docs)
+}
+
+// sentDocs returns how many documents srv wrote, repeats included.
+func sentDocs(srv *visittest.Server) int {
+	n := 0
+	for _, k := range srv.Served() {
+		n += k
+	}
+	return n
+}
+
+// TestCopyFailed: documents the destination refuses go to -failed, in
+// feed format, the checkpoint moves past them, and the copy exits 1;
+// without -failed, the checkpoint stays before the first refused.
+func TestCopyFailed(t *testing.T) {
+	t.Parallel()
+	bad := func(r *http.Request, _ int) int {
+		if strings.HasSuffix(r.URL.Path, "/docid/7") || strings.HasSuffix(r.URL.Path, "/docid/700") {
+			return http.StatusBadRequest
+		}
+		return 0
+	}
+	src := visittest.New(t, 1000, 16, nil)
+	for _, withFailed := range []bool{true, false} {
+		dst := feedtest.New(t, bad)
+		dir := t.TempDir()
+		ck, failed := filepath.Join(dir, "ck.json"), filepath.Join(dir, "failed.jsonl")
+		args := []string{"-q", "-from", src.URL, "-to", dst.URL, "-cluster", "music", "-slices", "2", "-checkpoint", ck}
+		if withFailed {
+			args = append(args, "-failed", failed)
+		}
+		var stdout, stderr bytes.Buffer
+		if err := runCopy(t.Context(), args, &stdout, &stderr); err != errSilent {
+			t.Fatalf("-failed %v: runCopy() = %v, want exit 1; stderr:\n%s", withFailed, err, stderr.String())
+		}
+		var c copyCheckpoint
+		if data, err := os.ReadFile(ck); err != nil || json.Unmarshal(data, &c) != nil {
+			t.Fatalf("the checkpoint: %v", err)
+		}
+		if !withFailed {
+			if c.Complete || c.Documents >= 1000 {
+				t.Errorf("without -failed: the checkpoint %+v moved past refused documents", c)
+			}
+			continue
+		}
+		if !c.Complete || c.Documents != 1000 {
+			t.Errorf("with -failed: the checkpoint %+v, want complete after 1000", c)
+		}
+		f, err := os.Open(failed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for op, err := range feed.Read(f) {
+			if err != nil || op.Kind != feed.Put || len(op.Fields) == 0 {
+				t.Errorf("-failed: %+v, %v: want puts with their fields", op, err)
+			}
+			ids = append(ids, op.ID)
+		}
+		f.Close()
+		if len(ids) != 2 || !strings.Contains(strings.Join(ids, " "), "::700") {
+			t.Errorf("-failed holds %v, want the two refused", ids)
+		}
+	}
+}
