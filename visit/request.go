@@ -26,25 +26,24 @@ var errCut = errors.New("visit: a stream cut short")
 // out what it reads through emit as it reads it: a page whole, a stream
 // at each continuation token and every WantedDocumentCount documents.
 func (c *Client) request(ctx context.Context, s *slice, emit func([]Document, mark) bool) (err error) {
-	stream := !c.cfg.Pages
-	hc := s.ep.pages
-	if stream {
-		if err := s.ep.gate.enter(ctx); err != nil {
-			return err
-		}
-		s.hear() // waiting for a place is no outage
-		hc = s.ep.streams
-		defer func() { s.ep.gate.leave(errors.Is(err, errBusy)) }()
+	if err := s.ep.gate.enter(ctx); err != nil {
+		return err
 	}
+	defer func() { s.ep.gate.leave(errors.Is(err, errBusy)) }()
+	s.hear() // waiting for a place is no outage
+	stream := !c.cfg.Pages && !s.ep.gate.crowded()
 	rctx, stop := c.watch(ctx, s)
 	defer stop()
-	resp, err := hc.Do(c.newRequest(rctx, s, stream))
+	resp, err := s.ep.http.Do(c.newRequest(rctx, s, stream))
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		s.ep.gate.took()
+	}
 	switch code := resp.StatusCode; {
-	case code == http.StatusTooManyRequests && stream:
+	case code == http.StatusTooManyRequests:
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		return errBusy
 	case code/100 == 4 && code != http.StatusTooManyRequests:

@@ -144,16 +144,16 @@ func set(ids []string) map[string]struct{} {
 // read records the id of a document read, and reports whether it is new:
 // neither read since the token before the last one, nor in the Seen the
 // slice resumed with (a request taken up after a cut sends them again).
+// An id read again counts as read since the last token too: the next
+// token may not cover it, and then a later resume must drop it again.
 func (s *slice) read(id string) bool {
-	if _, again := s.older[id]; again {
-		return false
-	}
 	if _, again := s.recent[id]; again {
 		return false
 	}
 	s.recent[id] = struct{}{}
 	s.recentL = append(s.recentL, id)
-	return true
+	_, again := s.older[id]
+	return !again
 }
 
 // roll makes the ids read since the last token the older ones.
@@ -188,8 +188,12 @@ func (s *slice) pageRead(token string) {
 func (s *slice) mark() mark {
 	var seen []string
 	if len(s.olderL)+len(s.recentL) > 0 {
-		seen = make([]string, 0, len(s.olderL)+len(s.recentL))
-		seen = append(append(seen, s.olderL...), s.recentL...)
+		seen = append(make([]string, 0, len(s.olderL)+len(s.recentL)), s.olderL...)
+		for _, id := range s.recentL {
+			if _, dup := s.older[id]; !dup {
+				seen = append(seen, id)
+			}
+		}
 	}
 	return mark{token: s.token, done: s.done, seen: seen}
 }

@@ -59,33 +59,37 @@ func sent(srv *visittest.Server) int {
 // TestVisitStreamResumes: a visit of cut streams stopped by its caller
 // after a random number of pieces, again and again, each resumed from the
 // progress the last one returned (its Seen included), hands out each
-// document once in all.
+// document once in all. (A Seen that forgot a document dropped on the way,
+// the first of a bucket read again before a token that does not cover it,
+// repeated one in about one run in six.)
 func TestVisitStreamResumes(t *testing.T) {
 	t.Parallel()
-	srv := visittest.New(t, 4000, 157, cutting(0.3, 80, 7))
-	c, err := New(Config{URL: srv.URL, Cluster: "music", Slices: 4, WantedDocumentCount: 150})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(3, 4))
-	all := map[int]int{}
-	p, seen := Progress{}, false
-	for round := 0; !p.Complete(); round++ {
-		if round == 200 {
-			t.Fatal("not complete after 200 visits")
+	for seed := range uint64(30) {
+		srv := visittest.New(t, 4000, 157, cutting(0.3, 80, seed))
+		c, err := New(Config{URL: srv.URL, Cluster: "music", Slices: 4, WantedDocumentCount: 150})
+		if err != nil {
+			t.Fatal(err)
 		}
-		got, next, err := collect(t, c, p, 1+rng.IntN(6))
-		if err != nil && !errors.Is(err, errStop) {
-			t.Fatalf("round %d: %v", round, err)
+		rng := rand.New(rand.NewPCG(3, seed))
+		all := map[int]int{}
+		p, seen := Progress{}, false
+		for round := 0; !p.Complete(); round++ {
+			if round == 300 {
+				t.Fatalf("seed %d: not complete after 300 visits", seed)
+			}
+			got, next, err := collect(t, c, p, 1+rng.IntN(6))
+			if err != nil && !errors.Is(err, errStop) {
+				t.Fatalf("seed %d, round %d: %v", seed, round, err)
+			}
+			for d, k := range got {
+				all[d] += k
+			}
+			p, seen = next, seen || next.Seen != nil
 		}
-		for d, k := range got {
-			all[d] += k
+		checkOnce(t, all, 4000)
+		if !seen {
+			t.Errorf("seed %d: no progress held a Seen: the resumes tested nothing", seed)
 		}
-		p, seen = next, seen || next.Seen != nil
-	}
-	checkOnce(t, all, 4000)
-	if !seen {
-		t.Error("no progress held a Seen: the resumes tested nothing")
 	}
 }
 

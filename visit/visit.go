@@ -124,13 +124,9 @@ type Client struct {
 // endpoint is one URL and the layers of the slices visited through it.
 type endpoint struct {
 	base    string
-	limiter *retries.Limiter // how many of its slices' requests the server serves at once
 	breaker *retries.Breaker
-	pages   *http.Client // the limiter holds a permit per request: a page's time is its latency
-	// streams has no limiter, and gives a 429 back: gate counts the
-	// streams the server serves at once, each for as long as it lasts.
-	streams *http.Client
-	gate    *gate
+	http    *http.Client // gives a 429 back, to the gate
+	gate    *gate        // how many of its slices' requests the server serves at once
 }
 
 // The layers of a visit.
@@ -178,19 +174,14 @@ func New(cfg Config) (*Client, error) {
 	outer := DefaultOuter.Copy(retries.WithBudget(cfg.Budget))
 	for i, s := range urls {
 		share := (cfg.Slices - i + len(urls) - 1) / len(urls) // the slices visited through it
-		ep := &endpoint{base: strings.TrimRight(s, "/"),
-			limiter: retries.NewLimiter(retries.LimiterConfig{MaxInFlight: max(share, 1)}),
-			breaker: retries.NewBreaker(retries.BreakerConfig{}), gate: newGate(max(share, 1))}
+		ep := &endpoint{base: strings.TrimRight(s, "/"), breaker: retries.NewBreaker(retries.BreakerConfig{}), gate: newGate(max(share, 1))}
 		base := http.DefaultTransport.(*http.Transport).Clone()
 		base.TLSClientConfig = cfg.TLS
 		base.MaxIdleConnsPerHost = max(share, 1)
 		outage := retries.RetryIfOutage(ep.breaker, DefaultOuter.Retry())
-		pages := DefaultInner.Copy(retries.WithLimiter(ep.limiter), retries.WithBreaker(ep.breaker),
-			retries.WithRetry(retries.RetryAny(DefaultInner.Retry(), outage)))
-		streams := DefaultInner.Copy(retries.WithBreaker(ep.breaker), retries.WithRetry(retries.RetryAny(
+		inner := DefaultInner.Copy(retries.WithBreaker(ep.breaker), retries.WithRetry(retries.RetryAny(
 			retries.RetryAll(DefaultInner.Retry(), retries.RetryNot(retries.RetryIfStatus(http.StatusTooManyRequests))), outage)))
-		ep.pages = &http.Client{Transport: retries.NewTransport(retries.NewTransport(base, pages), outer)}
-		ep.streams = &http.Client{Transport: retries.NewTransport(retries.NewTransport(base, streams), outer)}
+		ep.http = &http.Client{Transport: retries.NewTransport(retries.NewTransport(base, inner), outer)}
 		c.endpoints = append(c.endpoints, ep)
 	}
 	return c, nil
