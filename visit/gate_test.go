@@ -22,32 +22,33 @@ func TestGateLearnsTheServersSlots(t *testing.T) {
 		for range 8 {
 			wg.Go(func() {
 				for {
-					if err := g.enter(t.Context()); err != nil {
+					n, err := g.enter(t.Context())
+					if err != nil {
 						t.Error(err)
 						return
 					}
 					mu.Lock()
 					if served >= 120 {
 						mu.Unlock()
-						g.leave(false)
+						g.leave(false, n)
 						return
 					}
 					if serving >= 3 {
 						refused++
 						mu.Unlock()
-						g.leave(true)
+						g.leave(true, n)
 						time.Sleep(200 * time.Millisecond)
 						continue
 					}
 					serving++
 					mu.Unlock()
-					g.took()
+					g.took(n)
 					time.Sleep(time.Second)
 					mu.Lock()
 					serving--
 					served++
 					mu.Unlock()
-					g.leave(false)
+					g.leave(false, n)
 				}
 			})
 		}
@@ -60,5 +61,60 @@ func TestGateLearnsTheServersSlots(t *testing.T) {
 			t.Errorf("120 streams of a second on 3 slots took %v, want about %v", elapsed, min)
 		}
 		t.Logf("%d refused, %v", refused, elapsed)
+	})
+}
+
+// TestGateFindsAFreedSlot: a server that serves two visits at once, then
+// six once another client has gone: the gate's probes find the four
+// places freed, up to the endpoint's eight slices' six.
+func TestGateFindsAFreedSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGate(8)
+		var mu sync.Mutex
+		slots, serving, served := 2, 0, 0
+		most := 0 // the most served at once after the change
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for {
+					n, err := g.enter(t.Context())
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					if served >= 400 {
+						mu.Unlock()
+						g.leave(false, n)
+						return
+					}
+					if served == 100 {
+						slots = 6
+					}
+					if serving >= slots {
+						mu.Unlock()
+						g.leave(true, n)
+						time.Sleep(200 * time.Millisecond)
+						continue
+					}
+					serving++
+					if slots == 6 {
+						most = max(most, serving)
+					}
+					mu.Unlock()
+					g.took(n)
+					time.Sleep(time.Second)
+					mu.Lock()
+					serving--
+					served++
+					mu.Unlock()
+					g.leave(false, n)
+				}
+			})
+		}
+		wg.Wait()
+		if most != 6 {
+			t.Errorf("at most %d served at once after the server freed four slots, want 6", most)
+		}
 	})
 }

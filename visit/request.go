@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // errBusy is a stream the server refused with a 429: it serves no more
@@ -26,10 +27,13 @@ var errCut = errors.New("visit: a stream cut short")
 // out what it reads through emit as it reads it: a page whole, a stream
 // at each continuation token and every WantedDocumentCount documents.
 func (c *Client) request(ctx context.Context, s *slice, emit func([]Document, mark) bool) (err error) {
-	if err := s.ep.gate.enter(ctx); err != nil {
+	n, err := s.ep.gate.enter(ctx)
+	if err != nil {
 		return err
 	}
-	defer func() { s.ep.gate.leave(errors.Is(err, errBusy)) }()
+	var once sync.Once
+	leave := func(busy bool) { once.Do(func() { s.ep.gate.leave(busy, n) }) }
+	defer func() { leave(errors.Is(err, errBusy)) }()
 	s.hear() // waiting for a place is no outage
 	stream := !c.cfg.Pages && !s.ep.gate.crowded()
 	rctx, stop := c.watch(ctx, s)
@@ -40,7 +44,7 @@ func (c *Client) request(ctx context.Context, s *slice, emit func([]Document, ma
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusOK {
-		s.ep.gate.took()
+		s.ep.gate.took(n)
 	}
 	switch code := resp.StatusCode; {
 	case code == http.StatusTooManyRequests:
@@ -59,7 +63,7 @@ func (c *Client) request(ctx context.Context, s *slice, emit func([]Document, ma
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/jsonl" {
 		return c.readStream(resp.Body, s, emit)
 	}
-	return c.readPage(resp.Body, s, emit)
+	return c.readPage(resp.Body, s, emit, func() { leave(false) })
 }
 
 // newRequest returns the request of slice s from where it stands.
@@ -90,12 +94,14 @@ func (c *Client) newRequest(ctx context.Context, s *slice, stream bool) *http.Re
 	return req
 }
 
-// readPage reads a JSON page, whose token covers every document in it.
-func (c *Client) readPage(body io.Reader, s *slice, emit func([]Document, mark) bool) error {
+// readPage reads a JSON page, whose token covers every document in it,
+// and calls read once it has read it whole: the server is done with it.
+func (c *Client) readPage(body io.Reader, s *slice, emit func([]Document, mark) bool, read func()) error {
 	data, err := io.ReadAll(body)
 	if err != nil {
 		return err
 	}
+	read()
 	var v struct {
 		Documents    []Document `json:"documents"`
 		Continuation string     `json:"continuation"`

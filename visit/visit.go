@@ -9,16 +9,20 @@
 // retries.Visit (pyvespa's VISIT, 3 attempts) retrying a 5xx or an error,
 // which a visit request may repeat since it changes nothing, with a wait
 // where pyvespa's has none, and a retry budget; the inner one is
-// retries.SyncRequest (429s and connection errors) with a limiter that
-// learns how many slices the server serves at once, and a breaker that
-// waits an outage out. A page that fails even so is asked for again, from
-// the same token, until MaxOutage.
+// retries.SyncRequest for connection errors, with a breaker that waits an
+// outage out. A 429 goes back to a gate per endpoint, which learns how
+// many visits the server serves at once (a visitor slot is a count) and
+// holds the other slices' requests until a place frees. A request that
+// fails even so is made again, from where its slice stands, until the
+// slice has read nothing for MaxOutage.
 //
 // A Client asks for JSON lines (stream=true): each document comes as soon
 // as the server visits it, and a stream cut short is taken up from the
 // last continuation token it carried, the documents it sends again
-// dropped (see Progress.Seen). A server that answers a stream with JSON
-// pages is read page by page, as is every request with Config.Pages.
+// dropped (see Progress.Seen). Once the server serves fewer visits at
+// once than there are slices, which then take turns, the slices ask for
+// JSON pages; so does a Client with Config.Pages, and a server that
+// answers a stream with a page is read as one.
 package visit
 
 import (
@@ -141,6 +145,8 @@ var (
 		retries.WithWait(retries.WaitRandomExponential(retries.Exponential{Multiplier: 200 * time.Millisecond, Max: 2 * time.Second})))
 	// DefaultInner is retries.SyncRequest (429s and connection errors),
 	// waiting what a Retry-After asks for (at most 10 s) when there is one.
+	// A Client retries with it what it retries but a 429, which goes to
+	// the gate that counts the visits the server serves at once.
 	DefaultInner = retries.SyncRequest.Copy(retries.WithWait(retries.WaitRetryAfter(retries.SyncRequest.Wait(), 10*time.Second)))
 )
 

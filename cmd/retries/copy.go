@@ -26,7 +26,6 @@ type copyFlags struct {
 	from                         urlsFlag
 	cluster, selection, fieldSet string
 	slices                       int
-	pages                        bool
 	checkpoint                   string
 	fromHeader                   headerFlag
 	fromHeaderFile               string
@@ -41,7 +40,6 @@ func addCopyFlags(fs *flag.FlagSet, f *copyFlags) {
 	fs.StringVar(&f.selection, "selection", "", "copy the documents that match the document selection `EXPR`")
 	fs.StringVar(&f.fieldSet, "field-set", "", "the field set `FS` of each document copied, such as music:[document]")
 	fs.IntVar(&f.slices, "slices", 8, "split the source into `N` slices, visited at once as it allows (fixed for a -checkpoint)")
-	fs.BoolVar(&f.pages, "pages", false, "ask the source for JSON pages instead of a stream of JSON lines")
 	fs.StringVar(&f.checkpoint, "checkpoint", "", "keep `FILE` up to date with how far the copy is, past the documents the destination acknowledged, and resume from it when it exists")
 	fs.Var(&f.fromHeader, "from-header", "send the header `'Name: value'` with every request to the source (repeatable); never printed")
 	fs.StringVar(&f.fromHeaderFile, "from-header-file", "", "read the source's headers from `FILE`, one 'Name: value' a line; never printed")
@@ -101,8 +99,12 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return setupErrorf("copy: -from-header-file: %v", err)
 		}
 	}
+	// Pages, not streams: the feed sets the pace, and a slice asks for its
+	// next page only once the last is taken, so that the source visits
+	// little ahead of what the destination acknowledged (a stream runs on
+	// into the socket's buffers), and a copy killed visits little again.
 	src, err := visit.New(visit.Config{URLs: f.from, Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet,
-		Slices: f.slices, Pages: f.pages, Header: f.fromHeader.h, TLS: srcTLS, MaxOutage: orNone(f.to.maxOutage),
+		Slices: f.slices, Pages: true, Header: f.fromHeader.h, TLS: srcTLS, MaxOutage: orNone(f.to.maxOutage),
 		WantedDocumentCount: 256})
 	if err != nil {
 		return usageErrorf("copy: -from: %v", err)
@@ -217,8 +219,14 @@ func readCopyCheckpoint(path string, ck copyCheckpoint) (copyCheckpoint, bool, e
 	return prev, true, nil
 }
 
-// copyQueued bounds the documents visited and not yet taken by the feed.
-const copyQueued = 4096
+// copyQueued bounds the documents visited and not yet taken by the feed,
+// and copySaveEvery is the time between checkpoints: together with the
+// slices' pages (256 documents each) they bound what a copy killed visits
+// again.
+const (
+	copyQueued    = 1024
+	copySaveEvery = 250 * time.Millisecond
+)
 
 // copier moves documents from the visit to the feed, and the checkpoint
 // past those the destination acknowledged. Each document visited gets an
@@ -358,13 +366,13 @@ func (cp *copier) done(o feed.Operation, _ feed.Result, err error) {
 	cp.led.Done(ord)
 }
 
-// startSaving writes the checkpoint every checkpointEvery until
+// startSaving writes the checkpoint every copySaveEvery until
 // stopSaving.
 func (cp *copier) startSaving() {
 	cp.stop, cp.stopped = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(cp.stopped)
-		t := time.NewTicker(checkpointEvery)
+		t := time.NewTicker(copySaveEvery)
 		defer t.Stop()
 		for {
 			select {
@@ -385,7 +393,8 @@ func (cp *copier) stopSaving() {
 // save moves the checkpoint to the last page whose documents, and those
 // of every page before it, are done, and writes it: -failed synced first,
 // then FILE whole under a temporary name, synced and renamed. (It writes
-// it unchanged too: once a second is cheap, and a test sees each save.)
+// it unchanged too: a few times a second is cheap, and a test sees each
+// save.)
 func (cp *copier) save() error {
 	s := cp.led.Snapshot()
 	cp.mu.Lock()
