@@ -105,7 +105,7 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// into the socket's buffers), and a copy killed visits little again.
 	src, err := visit.New(visit.Config{URLs: f.from, Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet,
 		Slices: f.slices, Pages: true, Header: f.fromHeader.h, TLS: srcTLS, MaxOutage: orNone(f.to.maxOutage),
-		WantedDocumentCount: 256})
+		WantedDocumentCount: copyPage})
 	if err != nil {
 		return usageErrorf("copy: -from: %v", err)
 	}
@@ -221,10 +221,12 @@ func readCopyCheckpoint(path string, ck copyCheckpoint) (copyCheckpoint, bool, e
 
 // copyQueued bounds the documents visited and not yet taken by the feed,
 // and copySaveEvery is the time between checkpoints: together with the
-// slices' pages (256 documents each) they bound what a copy killed visits
-// again.
+// slices' pages (copyPage documents each) they bound what a copy killed
+// visits again: with 1 024 queued and pages of 256, a copy at 2 000
+// documents a second visited 1.27 times the corpus over two kills.
 const (
-	copyQueued    = 1024
+	copyPage      = 128
+	copyQueued    = 512
 	copySaveEvery = 250 * time.Millisecond
 )
 

@@ -63,6 +63,12 @@ type visitCheckpoint struct {
 	Complete   bool           `json:"complete,omitempty"`
 }
 
+// visitSaveEvery is the least time between two checkpoints of a visit:
+// what a SIGKILL makes the next visit read again is about that long of it
+// (at 18 000 documents a second, a second was 1.18 times the corpus over
+// two kills).
+const visitSaveEvery = 250 * time.Millisecond
+
 // runVisit is the visit command.
 func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fset := newFlagSet("visit")
@@ -121,7 +127,8 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if f.quiet {
 		f.progress = 0
 	}
-	// The first page is saved at once, then one a second at most.
+	// The first piece is saved at once, then one every visitSaveEvery at
+	// most.
 	start, lastSave, lastProgress := time.Now(), time.Time{}, time.Now()
 	docs := ck.Documents
 	// save makes what was written durable, then the checkpoint that covers
@@ -154,7 +161,7 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		docs += int64(len(pg.Documents))
 		now := time.Now()
-		if now.Sub(lastSave) >= checkpointEvery {
+		if now.Sub(lastSave) >= visitSaveEvery {
 			lastSave = now
 			if err := save(pg.Progress); err != nil {
 				return fmt.Errorf("writing the output or the checkpoint: %w", err)
