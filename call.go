@@ -110,11 +110,12 @@ func runObserved[T any](ctx context.Context, p *Policy, fn func(context.Context)
 	}
 	p.shared.start()
 	c := call{ctx: ctx, hasValue: do == nil, obs: o}
+	c.ticket.timed = o.Attempt != nil
 	var v T
 	v, err := loop(&c, p, fn, do, v, nil, false)
 	if o.Done != nil {
 		o.Done(ctx, CallDone{Policy: p.meta.name, Outcome: c.outcome, Attempts: c.st.Attempt, OutageAttempts: c.st.OutageAttempts,
-			Elapsed: time.Since(begin), Err: err})
+			Elapsed: time.Since(begin), Value: box(v, c.hasValue), Err: err})
 	}
 	return v, err
 }
@@ -135,6 +136,9 @@ func loop[T any](c *call, p *Policy, fn func(context.Context) (T, error), do fun
 		if !ran {
 			if end, err := c.admit(p); end {
 				return v, err
+			}
+			if c.obs != nil && c.obs.Attempt != nil {
+				c.attemptAt = time.Now()
 			}
 			v, err = attempt(c.ctx, fn, do)
 		}
@@ -184,8 +188,10 @@ type call struct {
 	pending any    // a retried value neither released nor handed back yet
 	ticket  ticket // what the shared objects lent the attempt in flight
 
-	obs     *Observer // the policy's, or nil
-	outcome Outcome   // how the call ended, for obs
+	obs       *Observer     // the policy's, or nil
+	outcome   Outcome       // how the call ended, for obs
+	attemptAt time.Time     // when the attempt in flight began, for obs
+	queued    time.Duration // how long it waited for the limiter, for obs
 }
 
 // observeAttempt tells the observer of the attempt that just ended.
@@ -196,7 +202,7 @@ func (c *call) observeAttempt(p *Policy, err error, retry bool) {
 	}
 	if c.obs.Attempt != nil {
 		c.obs.Attempt(c.ctx, AttemptInfo{Policy: p.meta.name, Attempt: c.st.Attempt,
-			OutageAttempts: c.st.OutageAttempts, Err: err, Retry: retry})
+			OutageAttempts: c.st.OutageAttempts, Elapsed: time.Since(c.attemptAt), Queued: c.queued, Err: err, Retry: retry})
 	}
 }
 
@@ -221,6 +227,7 @@ func (c *call) admit(p *Policy) (end bool, err error) {
 		p.before(c.ctx, State{Attempt: c.st.Attempt, Elapsed: c.since(), Slept: c.st.Slept, PrevWait: c.st.PrevWait, Policy: c.st.Policy})
 	}
 	refusal := p.shared.admit(c.ctx, &c.ticket)
+	c.queued, c.ticket.queued = c.ticket.queued, 0
 	if held, reason := c.ticket.takeHeld(); held > 0 && c.obs != nil && c.obs.Hold != nil {
 		c.obs.Hold(c.ctx, c.info(p), reason, held)
 	}

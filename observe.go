@@ -50,6 +50,14 @@ type AttemptInfo struct {
 	// Attempt is the attempt's number, from 1, as in [State]. An attempt
 	// that failed during an outage is counted by OutageAttempts instead.
 	Attempt, OutageAttempts int
+	// Elapsed is how long the attempt ran: the function called, not the
+	// waits before it.
+	Elapsed time.Duration
+	// Queued is how long the attempt waited for a permit of the policy's
+	// [Limiter] before it began (0 without one, or on the limiter's fast
+	// path). A wait the limiter imposes (its rate, a Retry-After it holds
+	// every attempt for) is here, not in [State.Wait].
+	Queued time.Duration
 	// Err is the attempt's error, nil if it returned a value.
 	Err error
 	// Retry reports whether the policy's predicate retries the outcome. A
@@ -72,6 +80,11 @@ type CallDone struct {
 	OutageAttempts int
 	// Elapsed is the time from the start of the call to its end.
 	Elapsed time.Duration
+	// Value is the value the call returns (DoValue's, even beside an
+	// error; nil for Do): an *http.Response through a [Transport], whose
+	// status tells a success from an answer the policy gave up on or does
+	// not retry, which end a call without an error too.
+	Value any
 	// Err is the error the call returns.
 	Err error
 }

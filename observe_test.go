@@ -298,3 +298,41 @@ func TestObserverAttemptsDuringOutage(t *testing.T) {
 		}
 	})
 }
+
+// TestObserverTimesAndValue: an observer hears each attempt's own time and
+// the time it queued for the limiter, and the value the call returns. In
+// fake time: the first call holds the limiter's one permit for 3 s while a
+// second queues; that one's attempt runs 1 s and returns 42.
+func TestObserverTimesAndValue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var attempts []retries.AttemptInfo
+		var done []retries.CallDone
+		obs := &retries.Observer{
+			Attempt: func(_ context.Context, a retries.AttemptInfo) { attempts = append(attempts, a) },
+			Done:    func(_ context.Context, d retries.CallDone) { done = append(done, d) },
+		}
+		l := retries.NewLimiter(retries.LimiterConfig{MaxInFlight: 1})
+		p := retries.New(retries.WithLimiter(l), retries.WithObserver(obs))
+		permit, err := l.Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			time.Sleep(3 * time.Second)
+			permit.Release(retries.SignalSuccess)
+		}()
+		v, err := retries.DoValue(t.Context(), p, func(context.Context) (int, error) {
+			time.Sleep(time.Second)
+			return 42, nil
+		})
+		if v != 42 || err != nil {
+			t.Fatalf("DoValue() = %v, %v", v, err)
+		}
+		if len(attempts) != 1 || attempts[0].Queued != 3*time.Second || attempts[0].Elapsed != time.Second {
+			t.Errorf("attempts %+v, want one that queued 3 s and ran 1 s", attempts)
+		}
+		if len(done) != 1 || done[0].Value != 42 || done[0].Elapsed != 4*time.Second {
+			t.Errorf("done %+v, want the value 42 after 4 s", done)
+		}
+	})
+}

@@ -41,6 +41,8 @@ type ticket struct {
 	admitted bool // the breaker admitted the attempt
 	probe    bool
 	held     time.Duration // how long the breaker held it, for an observer
+	queued   time.Duration // how long it waited for the limiter, when timed
+	timed    bool          // time the wait for the limiter: an observer hears of it
 }
 
 // holdsPermit reports whether t holds a limiter's permit.
@@ -134,11 +136,18 @@ func (s *shared) admit(ctx context.Context, t *ticket) (refusal error) {
 			return nil
 		}
 		var err error
+		var since time.Time
+		if t.timed {
+			since = time.Now()
+		}
 		if t.front {
 			t.front = false
 			t.permit, err = s.limiter.acquireSlow(ctx, true)
 		} else {
 			t.permit, err = s.limiter.Acquire(ctx)
+		}
+		if t.timed {
+			t.queued += time.Since(since)
 		}
 		if err != nil {
 			s.drop(t)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/seed32e55400/retries"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -11,13 +12,29 @@ import (
 // NameKey is the attribute that names a shared object in its gauges.
 const NameKey = attribute.Key("retries.name")
 
-// RegisterLimiter reports l's state as observable gauges of meter, read
-// from [retries.Limiter.Stats] at each collection and named by name (keep
-// it fixed and few, such as an endpoint's role): retries.limiter.limit
+// meterOf returns the module's meter of the provider opts name (the
+// global one by default): every instrument of the module is in its scope.
+func meterOf(opts []Option) metric.Meter {
+	c := config{}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.mp == nil {
+		c.mp = otel.GetMeterProvider()
+	}
+	return c.mp.Meter(ScopeName)
+}
+
+// RegisterLimiter reports l's state as observable gauges, read from
+// [retries.Limiter.Stats] at each collection and named by name (keep it
+// fixed and few, such as an endpoint's role): retries.limiter.limit
 // ({request}, the in-flight limit), retries.limiter.rate ({request}/s, 0
 // with no rate limit), retries.limiter.inflight and retries.limiter.waiting
-// ({request}). Unregister the returned registration to stop.
-func RegisterLimiter(meter metric.Meter, name string, l *retries.Limiter) (metric.Registration, error) {
+// ({request}), in the module's meter of the provider [WithMeterProvider]
+// names (the global one by default). Unregister the returned registration
+// to stop.
+func RegisterLimiter(name string, l *retries.Limiter, opts ...Option) (metric.Registration, error) {
+	meter := meterOf(opts)
 	limit, err := meter.Float64ObservableGauge("retries.limiter.limit", metric.WithUnit("{request}"),
 		metric.WithDescription("The adaptive limiter's limit on attempts in flight."))
 	if err != nil {
@@ -50,10 +67,11 @@ func RegisterLimiter(meter metric.Meter, name string, l *retries.Limiter) (metri
 }
 
 // RegisterBreaker reports b's state as the observable gauge
-// retries.breaker.state (0 closed, 1 half-open, 2 open) of meter, and the
-// times it opened as the observable counter retries.breaker.opened, named
-// by name.
-func RegisterBreaker(meter metric.Meter, name string, b *retries.Breaker) (metric.Registration, error) {
+// retries.breaker.state (0 closed, 1 half-open, 2 open), and the times it
+// opened as the observable counter retries.breaker.opened, named by name,
+// as RegisterLimiter does.
+func RegisterBreaker(name string, b *retries.Breaker, opts ...Option) (metric.Registration, error) {
+	meter := meterOf(opts)
 	state, err := meter.Int64ObservableGauge("retries.breaker.state", metric.WithUnit("{state}"),
 		metric.WithDescription("The circuit breaker's state: 0 closed, 1 half-open, 2 open."))
 	if err != nil {
@@ -81,8 +99,10 @@ func RegisterBreaker(meter metric.Meter, name string, b *retries.Breaker) (metri
 }
 
 // RegisterBudget reports the retries b would grant now as the observable
-// gauge retries.budget.available ({retry}) of meter, named by name.
-func RegisterBudget(meter metric.Meter, name string, b *retries.Budget) (metric.Registration, error) {
+// gauge retries.budget.available ({retry}), named by name, as
+// RegisterLimiter does.
+func RegisterBudget(name string, b *retries.Budget, opts ...Option) (metric.Registration, error) {
+	meter := meterOf(opts)
 	available, err := meter.Int64ObservableGauge("retries.budget.available", metric.WithUnit("{retry}"),
 		metric.WithDescription("The retries the retry budget would grant now."))
 	if err != nil {

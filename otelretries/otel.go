@@ -12,10 +12,20 @@
 // Every call of p then counts in the metrics below, and runs in a span of
 // its own, with an event for each retry.
 //
-// Metrics, with the meter named "github.com/seed32e55400/retries":
-//   - retries.calls (counter, {call}): calls ended, by retries.policy and
+// Metrics, every one with the meter named "github.com/seed32e55400/retries":
+//   - retries.calls (counter, {call}): calls ended, by retries.policy,
 //     retries.outcome (success, failure, gave_up, budget_refused,
-//     breaker_open, context_done);
+//     breaker_open, context_done) and, for a call that returned an HTTP
+//     response, retries.status_class (2xx, 4xx, 5xx, …): success says only
+//     that the policy did not retry the last outcome, which may be a 503;
+//   - retries.call.duration (histogram, s): the time of each call, its
+//     retries and waits included, by the same attributes;
+//   - retries.attempt.duration (histogram, s): the time each attempt ran,
+//     by retries.policy;
+//   - retries.limiter.queued (histogram, s): the time an attempt waited for
+//     a permit of the policy's adaptive limiter, for the attempts that
+//     waited, by retries.policy (a Retry-After the limiter holds every
+//     attempt for shows here, not in retries.retry.delay);
 //   - retries.call.attempts (histogram, {attempt}): attempts per call,
 //     those that failed during an outage included, by retries.policy;
 //   - retries.retry.delay (histogram, s): the wait before each retry, by
@@ -29,7 +39,7 @@
 //     read from the objects' Stats when the metrics are collected.
 //
 // Attribute values are bounded: the policy's name, an outcome, a refusal,
-// an error's type. No URL, id or error message is ever an attribute.
+// a status class, an error's type. No URL, id or error message is ever an attribute.
 //
 // Traces: a span per call named "retries " + the policy's name, of kind
 // internal, with attributes retries.policy, retries.outcome,
@@ -81,6 +91,12 @@ const (
 	WaitKey           = attribute.Key("retries.wait")
 	ErrorKey          = attribute.Key("error.type")
 	StatusKey         = attribute.Key("http.response.status_code")
+	// StatusClassKey is the class ("2xx", "4xx", "5xx", …) of the HTTP
+	// response a call returned (through a retries.Transport), on
+	// retries.calls and retries.call.duration: outcome success says the
+	// policy did not retry the call's last outcome, which may be a 503 it
+	// does not retry or gave up on, and this says what the server answered.
+	StatusClassKey = attribute.Key("retries.status_class")
 )
 
 // Option configures [NewObserver].
@@ -104,10 +120,15 @@ func WithoutSpans() Option { return func(c *config) { c.noTrace = true } }
 
 // instruments are the observer's metrics.
 type instruments struct {
-	calls, refusals metric.Int64Counter
-	attempts        metric.Int64Histogram
-	delay, hold     metric.Float64Histogram
+	calls, refusals           metric.Int64Counter
+	attempts                  metric.Int64Histogram
+	delay, hold               metric.Float64Histogram
+	duration, attempt, queued metric.Float64Histogram
 }
+
+// durationBounds are the bounds of the duration histograms, in seconds:
+// from a loopback request to a call that waited out an outage.
+var durationBounds = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
 
 // NewObserver returns a [retries.Observer] that records the metrics and
 // spans the package documentation lists. It fails only if an instrument
@@ -149,6 +170,21 @@ func NewObserver(opts ...Option) (*retries.Observer, error) {
 		metric.WithExplicitBucketBoundaries(0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300)); err != nil {
 		return nil, err
 	}
+	if in.duration, err = m.Float64Histogram("retries.call.duration", metric.WithUnit("s"),
+		metric.WithDescription("The time a call of a retry policy took, its retries and waits included."),
+		metric.WithExplicitBucketBoundaries(durationBounds...)); err != nil {
+		return nil, err
+	}
+	if in.attempt, err = m.Float64Histogram("retries.attempt.duration", metric.WithUnit("s"),
+		metric.WithDescription("The time one attempt ran, waits before it left out."),
+		metric.WithExplicitBucketBoundaries(durationBounds...)); err != nil {
+		return nil, err
+	}
+	if in.queued, err = m.Float64Histogram("retries.limiter.queued", metric.WithUnit("s"),
+		metric.WithDescription("The time an attempt waited for a permit of the adaptive limiter, for those that waited."),
+		metric.WithExplicitBucketBoundaries(durationBounds...)); err != nil {
+		return nil, err
+	}
 	var tracer trace.Tracer
 	if !c.noTrace {
 		tracer = c.tp.Tracer(ScopeName)
@@ -158,6 +194,13 @@ func NewObserver(opts ...Option) (*retries.Observer, error) {
 
 func newObserver(in *instruments, tracer trace.Tracer) *retries.Observer {
 	o := &retries.Observer{
+		Attempt: func(ctx context.Context, a retries.AttemptInfo) {
+			policy := metric.WithAttributes(PolicyKey.String(a.Policy))
+			in.attempt.Record(ctx, a.Elapsed.Seconds(), policy)
+			if a.Queued > 0 {
+				in.queued.Record(ctx, a.Queued.Seconds(), policy)
+			}
+		},
 		Wait: func(ctx context.Context, c retries.CallInfo, s retries.State) {
 			in.delay.Record(ctx, s.Wait.Seconds(), metric.WithAttributes(PolicyKey.String(c.Policy)))
 			if span := trace.SpanFromContext(ctx); span.IsRecording() {
@@ -183,7 +226,12 @@ func newObserver(in *instruments, tracer trace.Tracer) *retries.Observer {
 		Done: func(ctx context.Context, d retries.CallDone) {
 			policy := PolicyKey.String(d.Policy)
 			outcome := OutcomeKey.String(d.Outcome.String())
-			in.calls.Add(ctx, 1, metric.WithAttributes(policy, outcome))
+			attrs := metric.WithAttributes(policy, outcome)
+			if resp, ok := d.Value.(*http.Response); ok && resp != nil {
+				attrs = metric.WithAttributes(policy, outcome, StatusClassKey.String(statusClass(resp.StatusCode)))
+			}
+			in.calls.Add(ctx, 1, attrs)
+			in.duration.Record(ctx, d.Elapsed.Seconds(), attrs)
 			in.attempts.Record(ctx, int64(d.Attempts+d.OutageAttempts), metric.WithAttributes(policy))
 			if tracer == nil {
 				return
@@ -210,6 +258,14 @@ func newObserver(in *instruments, tracer trace.Tracer) *retries.Observer {
 		return ctx
 	}
 	return o
+}
+
+// statusClass is an HTTP status's class: "2xx", "5xx", …
+func statusClass(code int) string {
+	if code < 100 || code > 599 {
+		return "other"
+	}
+	return string(rune('0'+code/100)) + "xx"
 }
 
 func refusalOf(reason error) string {

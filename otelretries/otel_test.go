@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -211,21 +212,98 @@ func TestThroughOtelhttp(t *testing.T) {
 		t.Errorf("retry event %v, want attempt 1, wait 0, status 503", ev[0].Attributes)
 	}
 	m := collect(t, reader)
-	if got := sumOf(t, m["retries.calls"], otelretries.PolicyKey.String("DocV1"), otelretries.OutcomeKey.String("success")); got != 1 {
-		t.Errorf("retries.calls{DocV1, success} = %d, want 1", got)
+	if got := sumOf(t, m["retries.calls"], otelretries.PolicyKey.String("DocV1"), otelretries.OutcomeKey.String("success"),
+		otelretries.StatusClassKey.String("2xx")); got != 1 {
+		t.Errorf("retries.calls{DocV1, success, 2xx} = %d, want 1", got)
 	}
+}
+
+// histogram returns the point of a float64 histogram with attrs.
+func histogram(t *testing.T, a metricdata.Aggregation, attrs ...attribute.KeyValue) metricdata.HistogramDataPoint[float64] {
+	t.Helper()
+	h, ok := a.(metricdata.Histogram[float64])
+	if !ok {
+		t.Fatalf("%T is not a float64 histogram", a)
+	}
+	want := attribute.NewSet(attrs...)
+	for _, p := range h.DataPoints {
+		if p.Attributes.Equals(&want) {
+			return p
+		}
+	}
+	t.Fatalf("no point with %v among %d", attrs, len(h.DataPoints))
+	return metricdata.HistogramDataPoint[float64]{}
+}
+
+// TestStatusClassOfAnAnswerNotRetried: Throttle does not retry a 503, so
+// its call ends in success; the status class says the server answered
+// 5xx, on the count and on the duration histogram alike.
+func TestStatusClassOfAnAnswerNotRetried(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	obs, reader, _, _, _ := setup(t)
+	client := &http.Client{Transport: retries.NewTransport(nil, retries.Throttle.Copy(retries.WithObserver(obs)))}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	m := collect(t, reader)
+	attrs := []attribute.KeyValue{otelretries.PolicyKey.String("Throttle"), otelretries.OutcomeKey.String("success"),
+		otelretries.StatusClassKey.String("5xx")}
+	if got := sumOf(t, m["retries.calls"], attrs...); got != 1 {
+		t.Errorf("retries.calls{Throttle, success, 5xx} = %d, want 1", got)
+	}
+	h := histogram(t, m["retries.call.duration"], attrs...)
+	if h.Count != 1 || h.Sum <= 0 || len(h.Bounds) != 16 || h.Bounds[0] != 0.001 || h.Bounds[15] != 300 {
+		t.Errorf("retries.call.duration: count %d, sum %v, bounds %v; want one call, bounds from 1 ms to 300 s", h.Count, h.Sum, h.Bounds)
+	}
+}
+
+// TestDurationsAndLimiterQueue: with a limiter of one permit, call A's
+// attempt holds it for 2 s while call B waits for it. In fake time, B
+// queued exactly 2 s, the attempts ran 2 s and 0 s, and the calls took
+// 2 s each.
+func TestDurationsAndLimiterQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs, reader, _, _, _ := setup(t)
+		l := retries.NewLimiter(retries.LimiterConfig{MaxInFlight: 1})
+		p := retries.Throttle.Copy(retries.WithLimiter(l), retries.WithObserver(obs), retries.WithName("q"))
+		release := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = p.Do(context.Background(), func(context.Context) error { <-release; return nil }) })
+		synctest.Wait() // A holds the permit
+		wg.Go(func() { _ = p.Do(context.Background(), func(context.Context) error { return nil }) })
+		synctest.Wait() // B waits for it
+		time.Sleep(2 * time.Second)
+		close(release)
+		wg.Wait()
+		m := collect(t, reader)
+		policy := otelretries.PolicyKey.String("q")
+		if q := histogram(t, m["retries.limiter.queued"], policy); q.Count != 1 || q.Sum != 2 {
+			t.Errorf("retries.limiter.queued: count %d, sum %v; want B's 2 s", q.Count, q.Sum)
+		}
+		if a := histogram(t, m["retries.attempt.duration"], policy); a.Count != 2 || a.Sum != 2 {
+			t.Errorf("retries.attempt.duration: count %d, sum %v; want 2 attempts, 2 s in all", a.Count, a.Sum)
+		}
+		if c := histogram(t, m["retries.call.duration"], policy, otelretries.OutcomeKey.String("success")); c.Count != 2 || c.Sum != 4 {
+			t.Errorf("retries.call.duration: count %d, sum %v; want 2 calls of 2 s", c.Count, c.Sum)
+		}
+	})
 }
 
 func TestGauges(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
-	meter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")
+	mp := otelretries.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 	l := retries.NewLimiter(retries.LimiterConfig{})
 	b := retries.NewBreaker(retries.BreakerConfig{})
 	budget := retries.NewBudget(0.1, 5)
 	for _, reg := range []func() error{
-		func() error { _, err := otelretries.RegisterLimiter(meter, "docs", l); return err },
-		func() error { _, err := otelretries.RegisterBreaker(meter, "docs", b); return err },
-		func() error { _, err := otelretries.RegisterBudget(meter, "docs", budget); return err },
+		func() error { _, err := otelretries.RegisterLimiter("docs", l, mp); return err },
+		func() error { _, err := otelretries.RegisterBreaker("docs", b, mp); return err },
+		func() error { _, err := otelretries.RegisterBudget("docs", budget, mp); return err },
 	} {
 		if err := reg(); err != nil {
 			t.Fatal(err)
@@ -236,6 +314,15 @@ func TestGauges(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer permit.Release(retries.SignalSuccess)
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != otelretries.ScopeName {
+			t.Errorf("gauges in the scope %q, want the module's %q", sm.Scope.Name, otelretries.ScopeName)
+		}
+	}
 	m := collect(t, reader)
 	name := attribute.NewSet(otelretries.NameKey.String("docs"))
 	gauge := func(metric string) float64 {
@@ -270,10 +357,6 @@ func TestGauges(t *testing.T) {
 	}
 	// The state's unit is an annotation: a unit of "1" makes Prometheus
 	// exporters name the gauge retries_breaker_state_ratio.
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			if m.Name == "retries.breaker.state" && m.Unit != "{state}" {
