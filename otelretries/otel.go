@@ -36,7 +36,9 @@
 //   - retries.hold.duration (histogram, s): the time a breaker held an
 //     attempt back while its server was away, by retries.policy;
 //   - with [RegisterLimiter], [RegisterBreaker] and [RegisterBudget], gauges
-//     read from the objects' Stats when the metrics are collected.
+//     read from the objects' Stats when the metrics are collected;
+//   - with [RegisterFeed], a feed.Client's operations by result, its
+//     requests, responses and pauses.
 //
 // Attribute values are bounded: the policy's name, an outcome, a refusal,
 // a status class, an error's type. No URL, id or error message is ever an attribute.
