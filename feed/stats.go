@@ -13,12 +13,12 @@ type Stats struct {
 	// not safe to repeat and may have been applied, and HeldBack were not
 	// sent behind a failed operation on their document.
 	Failed, Unknown, HeldBack int64
-	Requests    int64 // sent, retries included
-	Retries     int64 // requests beyond the first of each operation
-	Throttled   int64 // 429 responses
-	Unavailable int64 // 503 responses
-	Exceptions  int64 // requests that got no response
-	InFlight    int64 // requests on the wire now
+	Requests                  int64 // sent, retries included
+	Retries                   int64 // requests beyond the first of each operation
+	Throttled                 int64 // 429 responses
+	Unavailable               int64 // 503 responses
+	Exceptions                int64 // requests that got no response
+	InFlight                  int64 // requests on the wire now
 	// Pauses counts the outages that paused the client, Paused the time
 	// paused in all (the pause on now included), PausedNow whether one is.
 	Pauses    int64
