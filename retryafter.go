@@ -31,6 +31,10 @@ import (
 //
 //	p := retries.DocV1.Copy(retries.WithWait(retries.WaitRetryAfter(retries.DocV1.Wait(), 30*time.Second)))
 //
+// A policy with a [Limiter] honours a Retry-After on backpressure without
+// WaitRetryAfter, and more widely: the limiter holds every attempt that
+// shares it, not only the one retried (see [WithLimiter]).
+//
 // WaitRetryAfter panics if limit is negative.
 func WaitRetryAfter(fallback Wait, limit time.Duration) Wait {
 	checkNonNegative("WaitRetryAfter", "limit", limit)

@@ -62,7 +62,7 @@ var (
 	ErrNotSent = errors.New("not sent")
 	// ErrHeldBack is why an operation of a Feed was not sent: an earlier
 	// operation on its document failed, and it must not overtake it.
-	ErrHeldBack = errors.New("not sent: an earlier operation on the document failed")
+	ErrHeldBack = errors.New("held back: an earlier operation on the document failed")
 	// ErrClosed is the error of a Send or Feed on a closed Client.
 	ErrClosed = errors.New("feed: the client is closed")
 )
@@ -121,6 +121,9 @@ func (c *Client) Feed(ctx context.Context, ops iter.Seq2[Operation, error], done
 // Counts returns the client's counts so far, since New: its Sends' and
 // Feeds' operations, the requests on the wire, and the first endpoint's
 // limit; Elapsed and Rate are zero.
+//
+// Stats has the same counts and more (by how operations ended, the time
+// paused), for metrics; Counts is what a progress line shows.
 func (c *Client) Counts() Progress { return c.snapshot() }
 
 // Report returns the report of the last Feed that ended: its counts, the

@@ -30,10 +30,12 @@ type Config struct {
 	// nodes without a load balancer): each operation goes to the least
 	// loaded whose breaker is closed, and each has its own limiter and
 	// breaker.
-	URLs        []string
-	Header      http.Header // sent with every request; never printed
-	Concurrency int         // > 0: fixed, without a limiter; 0: the adaptive limiter
-	MaxInFlight int         // the limiter's cap; 0: DefaultMaxInFlight
+	URLs   []string
+	Header http.Header // sent with every request; never printed
+	// Concurrency > 0 fixes the requests in flight per endpoint and turns
+	// the adaptive limiter off; 0: the limiter decides.
+	Concurrency int
+	MaxInFlight int // the limiter's cap; 0: DefaultMaxInFlight
 	// MaxDispatchBytes bounds the size of the operations dispatched at
 	// once, their text and body (one larger operation goes alone); 0:
 	// DefaultMaxDispatchBytes.
