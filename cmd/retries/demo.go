@@ -43,6 +43,7 @@ type demoFlags struct {
 	rate                 float64
 	concurrency          int
 	faultRate, resetRate float64
+	baseline             bool
 }
 
 // parseDemoFlags parses the demo command's flags, each within its bounds,
@@ -74,6 +75,7 @@ func addDemoFlags(fs *flag.FlagSet, f *demoFlags) {
 	intVar(fs, &f.concurrency, "concurrency", defaultConcurrency, 1, maxConcurrency, "`C` requests in flight at most (the limiter's cap)")
 	floatVar(fs, &f.faultRate, "fault-rate", defaultFaultRate, 0, 1, "the fraction `F` of admitted requests answered with 503")
 	floatVar(fs, &f.resetRate, "reset-rate", defaultResetRate, 0, 1, "the fraction `F` of admitted requests whose connection is reset")
+	fs.BoolVar(&f.baseline, "baseline", true, "then feed the same documents to a new server of the same kind without retries, and with pyvespa's layers without the limiter")
 }
 
 // demoConfig says what the demo does.
@@ -155,9 +157,39 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	writeDemoSummary(stdout, cfg, res)
+	if f.baseline {
+		if err := writeBaselines(ctx, stdout, cfg); err != nil {
+			return err
+		}
+	}
 	if len(res.lost) > 0 {
 		return fmt.Errorf("demo: %d of %d documents lost", len(res.lost), res.docs)
 	}
+	return nil
+}
+
+// writeBaselines feeds cfg's documents again, each time to a new server of
+// the same kind, with cfg.concurrency requests in flight, fixed: by a
+// plain net/http client that sends each document once, and through the
+// feed with pyvespa's DocV1 around Throttle (their own waits) and no
+// limiter. It prints one line each.
+func writeBaselines(ctx context.Context, out io.Writer, cfg demoConfig) error {
+	fmt.Fprintf(out, "\nThe same documents, each time to a new server of the same kind, %d requests in flight:\n", cfg.concurrency)
+	line := func(name string, r demoResult) {
+		fmt.Fprintf(out, "  %-34s %d of %d acknowledged, %d lost, %d requests (%d×429, %d×503), %.2f s\n",
+			name, r.acked, r.docs, r.docs-r.acked, r.serverReqs, r.throttled, r.unavailable, r.elapsed.Seconds())
+	}
+	r, err := plainDemo(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	line("net/http, each document sent once", r)
+	bc := cfg
+	bc.fixed, bc.outer, bc.inner, bc.progress = true, retries.DocV1, retries.Throttle, 0
+	if r, err = feedDemo(ctx, bc, nil); err != nil {
+		return err
+	}
+	line("DocV1 around Throttle, no limiter", r)
 	return nil
 }
 
@@ -213,6 +245,7 @@ func writeDemoSummary(out io.Writer, cfg demoConfig, r demoResult) {
 	}
 	if r.budget != nil {
 		row("retry budget", "%v", r.budget)
+		fmt.Fprintf(out, "  %-20s %s\n", "", "(DocV1's retries after a 503 or a reset, over the last 10 s; Throttle's retries of 429s are paced by the limiter and spend none)")
 	}
 	if r.rejected > 0 {
 		row("rejected bodies", "%d (400: the body was not the document)", r.rejected)

@@ -195,6 +195,9 @@ func TestDemoCommand(t *testing.T) {
 		"requests sent        40 for 40 documents (0 retries)",
 		"429s absorbed        0",
 		"goodput ",
+		"The same documents, each time to a new server of the same kind, 4 requests in flight:",
+		"net/http, each document sent once  40 of 40 acknowledged, 0 lost, 40 requests (0×429, 0×503)",
+		"DocV1 around Throttle, no limiter  40 of 40 acknowledged, 0 lost, 40 requests",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("run(demo) output lacks %q:\n%s", want, out)
@@ -355,5 +358,20 @@ func TestPercent(t *testing.T) {
 		if got := percent(tc.f); got != tc.want {
 			t.Errorf("percent(%g) = %q, want %q", tc.f, got, tc.want)
 		}
+	}
+}
+
+// TestPlainDemoLoses: a plain client that sends each document once, 8 at
+// a time, to a server that admits a burst of 10 and then 50 a second,
+// loses what the server refused: it sends each of 200 once, and fewer
+// than 200 are acknowledged.
+func TestPlainDemoLoses(t *testing.T) {
+	t.Parallel()
+	r, err := plainDemo(t.Context(), demoConfig{docs: 200, rate: 50, burst: 10, concurrency: 8, faults: randomFaults(0, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.serverReqs != 200 || r.acked >= 200 || r.acked < 10 || r.throttled != 200-int64(r.acked) {
+		t.Errorf("%d requests, %d acknowledged, %d×429; want 200 requests, the burst of 10 or more acknowledged, the rest 429s", r.serverReqs, r.acked, r.throttled)
 	}
 }

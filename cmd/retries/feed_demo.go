@@ -119,3 +119,57 @@ func feedDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, e
 	}
 	return res, nil
 }
+
+// plainDemo starts a demo server as feedDemo does and sends it each of
+// cfg.docs documents once, with a plain net/http client and
+// cfg.concurrency requests in flight: what the server does to a client
+// without retries.
+func plainDemo(ctx context.Context, cfg demoConfig) (demoResult, error) {
+	burst := cfg.burst
+	if burst == 0 {
+		burst = max(1, math.Floor(cfg.rate/4))
+	}
+	srv := newDemoServer(cfg.rate, burst, cfg.faults)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return demoResult{}, err
+	}
+	hs := &http.Server{Handler: srv.handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	defer hs.Close()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = cfg.concurrency
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	base := "http://" + ln.Addr().String() + demoPath
+	start := time.Now()
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range cfg.concurrency {
+		wg.Go(func() {
+			for i := range next {
+				id := strconv.Itoa(i)
+				body := `{"fields":` + string(docFields(id)) + `}`
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+id, strings.NewReader(body))
+				if err != nil {
+					continue
+				}
+				req.Header.Set("Content-Type", "application/json")
+				if resp, err := client.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		})
+	}
+	for i := range cfg.docs {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+		}
+	}
+	close(next)
+	wg.Wait()
+	return demoResult{docs: cfg.docs, elapsed: time.Since(start), burst: burst, acked: len(srv.ackedIDs()),
+		serverReqs: srv.requests.Load(), throttled: srv.throttled.Load(), unavailable: srv.unavailable.Load()}, nil
+}

@@ -39,7 +39,7 @@ var commands = []command{
 	},
 	{
 		name:     "demo",
-		synopsis: "demo [-docs N] [-rate R] [-concurrency C] [-fault-rate F] [-reset-rate F]",
+		synopsis: "demo [-docs N] [-rate R] [-concurrency C] [-fault-rate F] [-reset-rate F] [-baseline=false]",
 		about: "Feeds N JSON documents through DocV1 around Throttle into a loopback\n" +
 			"server that admits R requests/s, answers 503 to a fraction of the\n" +
 			"admitted requests and resets the connection of another fraction.\n" +

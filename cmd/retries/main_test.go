@@ -205,12 +205,13 @@ func TestFlagBoundsAccepted(t *testing.T) {
 		args []string
 		want demoFlags
 	}{
-		{"lower", []string{"-docs", "1", "-rate", "1", "-concurrency", "1", "-fault-rate", "0", "-reset-rate", "0"}, demoFlags{1, 1, 1, 0, 0}},
-		{"upper", []string{"-docs", "1000000", "-rate", "1000000", "-concurrency", "1024", "-fault-rate", "1", "-reset-rate", "0"}, demoFlags{1000000, 1000000, 1024, 1, 0}},
-		{"rates_add_up_to_one", []string{"-fault-rate", "0.25", "-reset-rate", "0.75"}, demoFlags{defaultDocs, defaultRate, defaultConcurrency, 0.25, 0.75}},
-		{"exactly_an_hour", []string{"-docs", "3600", "-rate", "1"}, demoFlags{3600, 1, defaultConcurrency, defaultFaultRate, defaultResetRate}},
-		{"negative_zero_is_zero", []string{"-fault-rate", "-0", "-reset-rate", "-0"}, demoFlags{defaultDocs, defaultRate, defaultConcurrency, 0, 0}},
-		{"defaults", nil, demoFlags{defaultDocs, defaultRate, defaultConcurrency, defaultFaultRate, defaultResetRate}},
+		{"lower", []string{"-docs", "1", "-rate", "1", "-concurrency", "1", "-fault-rate", "0", "-reset-rate", "0"}, demoFlags{1, 1, 1, 0, 0, true}},
+		{"upper", []string{"-docs", "1000000", "-rate", "1000000", "-concurrency", "1024", "-fault-rate", "1", "-reset-rate", "0"}, demoFlags{1000000, 1000000, 1024, 1, 0, true}},
+		{"rates_add_up_to_one", []string{"-fault-rate", "0.25", "-reset-rate", "0.75"}, demoFlags{defaultDocs, defaultRate, defaultConcurrency, 0.25, 0.75, true}},
+		{"exactly_an_hour", []string{"-docs", "3600", "-rate", "1"}, demoFlags{3600, 1, defaultConcurrency, defaultFaultRate, defaultResetRate, true}},
+		{"negative_zero_is_zero", []string{"-fault-rate", "-0", "-reset-rate", "-0"}, demoFlags{defaultDocs, defaultRate, defaultConcurrency, 0, 0, true}},
+		{"defaults", nil, demoFlags{defaultDocs, defaultRate, defaultConcurrency, defaultFaultRate, defaultResetRate, true}},
+		{"no_baseline", []string{"-baseline=false"}, demoFlags{defaultDocs, defaultRate, defaultConcurrency, defaultFaultRate, defaultResetRate, false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
