@@ -288,7 +288,7 @@ func TestCommandHelp(t *testing.T) {
 			"  -svg FILE\n",
 		}},
 		{"demo", []string{
-			"usage: retries demo [-docs N] [-rate R] [-concurrency C] [-fault-rate F] [-reset-rate F]\n",
+			"usage: retries demo [-docs N] [-rate R] [-concurrency C] [-fault-rate F] [-reset-rate F] [-baseline=false]\n",
 			"  -docs N\n", "(1 to 1000000) (default 2000)",
 			"  -rate R\n", "requests per second (1 to 1000000) (default 500)",
 			"  -concurrency C\n", "(1 to 1024) (default 32)",
