@@ -62,18 +62,11 @@ func demoLine(docs int) func(feed.Progress) string {
 // counts, and reports progress to out every cfg.progress. When ctx ends,
 // the documents not yet fed are lost.
 func feedDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, error) {
-	burst := cfg.burst
-	if burst == 0 {
-		burst = max(1, math.Floor(cfg.rate/4))
-	}
-	srv := newDemoServer(cfg.rate, burst, cfg.faults)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, url, burst, stop, err := startDemoServer(cfg)
 	if err != nil {
 		return demoResult{}, err
 	}
-	hs := &http.Server{Handler: srv.handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	defer hs.Close()
+	defer stop()
 
 	fixed := 0
 	if cfg.fixed {
@@ -81,7 +74,7 @@ func feedDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, e
 	}
 	var givenUp demoGivenUp
 	fcfg := feed.Config{
-		URL:         "http://" + ln.Addr().String(),
+		URL:         url,
 		MaxInFlight: cfg.concurrency,
 		Concurrency: fixed,
 		Outer:       cfg.outer, Inner: cfg.inner,
@@ -125,23 +118,16 @@ func feedDemo(ctx context.Context, cfg demoConfig, out io.Writer) (demoResult, e
 // cfg.concurrency requests in flight: what the server does to a client
 // without retries.
 func plainDemo(ctx context.Context, cfg demoConfig) (demoResult, error) {
-	burst := cfg.burst
-	if burst == 0 {
-		burst = max(1, math.Floor(cfg.rate/4))
-	}
-	srv := newDemoServer(cfg.rate, burst, cfg.faults)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, url, burst, stop, err := startDemoServer(cfg)
 	if err != nil {
 		return demoResult{}, err
 	}
-	hs := &http.Server{Handler: srv.handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	defer hs.Close()
+	defer stop()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = cfg.concurrency
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
-	base := "http://" + ln.Addr().String() + demoPath
+	base := url + demoPath
 	start := time.Now()
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -172,4 +158,21 @@ func plainDemo(ctx context.Context, cfg demoConfig) (demoResult, error) {
 	wg.Wait()
 	return demoResult{docs: cfg.docs, elapsed: time.Since(start), burst: burst, acked: len(srv.ackedIDs()),
 		serverReqs: srv.requests.Load(), throttled: srv.throttled.Load(), unavailable: srv.unavailable.Load()}, nil
+}
+
+// startDemoServer starts the demo server of cfg on a loopback port, and
+// returns it, its URL, its burst, and the function that stops it.
+func startDemoServer(cfg demoConfig) (srv *demoServer, url string, burst float64, stop func(), err error) {
+	burst = cfg.burst
+	if burst == 0 {
+		burst = max(1, math.Floor(cfg.rate/4))
+	}
+	srv = newDemoServer(cfg.rate, burst, cfg.faults)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", 0, nil, err
+	}
+	hs := &http.Server{Handler: srv.handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	return srv, "http://" + ln.Addr().String(), burst, func() { _ = hs.Close() }, nil
 }
