@@ -18,6 +18,7 @@ import (
 	"github.com/seed32e55400/retries"
 	"github.com/seed32e55400/retries/feed"
 	"github.com/seed32e55400/retries/otelretries"
+	"github.com/seed32e55400/retries/visit"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
@@ -47,11 +48,16 @@ func exported(t *testing.T) map[string][]string {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	v, err := visit.New(visit.Config{URL: "http://127.0.0.1:1", Cluster: "music"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, reg := range []func() error{
 		func() error { _, err := otelretries.RegisterLimiter("docs", l, mp); return err },
 		func() error { _, err := otelretries.RegisterBreaker("docs", b, mp); return err },
 		func() error { _, err := otelretries.RegisterBudget("docs", budget, mp); return err },
 		func() error { _, err := otelretries.RegisterFeed("docs", c, mp); return err },
+		func() error { _, err := otelretries.RegisterVisit("docs", v, mp); return err },
 	} {
 		if err := reg(); err != nil {
 			t.Fatal(err)

@@ -34,6 +34,8 @@ func (c *Client) request(ctx context.Context, s *slice, emit func([]Document, ma
 	var once sync.Once
 	leave := func(busy bool) { once.Do(func() { s.ep.gate.leave(busy, n) }) }
 	defer func() { leave(errors.Is(err, errBusy)) }()
+	c.counts.requests.Add(1)
+	defer func() { c.counts.count(ctx, err) }()
 	s.hear() // waiting for a place is no outage
 	stream := !c.cfg.Pages && !s.ep.gate.crowded()
 	rctx, stop := c.watch(ctx, s)
@@ -99,7 +101,7 @@ func (c *Client) newRequest(ctx context.Context, s *slice, stream bool) *http.Re
 func (c *Client) readPage(body io.Reader, s *slice, emit func([]Document, mark) bool, read func()) error {
 	data, err := io.ReadAll(body)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errCut, err)
 	}
 	read()
 	var v struct {
@@ -107,7 +109,7 @@ func (c *Client) readPage(body io.Reader, s *slice, emit func([]Document, mark) 
 		Continuation string     `json:"continuation"`
 	}
 	if err := json.Unmarshal(data, &v); err != nil {
-		return fmt.Errorf("visit: a page that is not JSON: %v", err) // cut short: asked for again
+		return fmt.Errorf("%w: a page that is not JSON: %v", errCut, err) // asked for again
 	}
 	docs := v.Documents[:0]
 	for _, d := range v.Documents {
@@ -115,6 +117,8 @@ func (c *Client) readPage(body io.Reader, s *slice, emit func([]Document, mark) 
 			docs = append(docs, d)
 		}
 	}
+	c.counts.documents.Add(int64(len(docs)))
+	c.counts.dropped.Add(int64(len(v.Documents) - len(docs)))
 	s.pageRead(v.Continuation)
 	s.hear()
 	if !emit(docs, s.mark()) {
@@ -177,6 +181,9 @@ func (c *Client) readStream(body io.Reader, s *slice, emit func([]Document, mark
 				s.pieces++
 				if s.read(l.Put) {
 					batch = append(batch, Document{ID: l.Put, Fields: l.Fields})
+					c.counts.documents.Add(1)
+				} else {
+					c.counts.dropped.Add(1)
 				}
 				moved = true
 				if len(batch) >= c.cfg.WantedDocumentCount && !flush() {

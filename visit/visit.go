@@ -123,6 +123,7 @@ type Page struct {
 type Client struct {
 	cfg       Config
 	endpoints []*endpoint
+	counts    visitCounts
 }
 
 // endpoint is one URL and the layers of the slices visited through it.
