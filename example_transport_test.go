@@ -153,3 +153,37 @@ func ExampleWithAttemptTimeout() {
 	// attempt 1 timed out: true
 	// 200 OK stored
 }
+
+// The document/v1 stack with its shared objects: DocV1 around Throttle,
+// the limiter and the breaker on the inner layer, the budget on the outer
+// one. The server answers 429, then 503, then 200: Throttle absorbs the
+// 429, DocV1 retries the 503 after asking the budget.
+func ExampleLayers() {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch requests.Add(1) {
+		case 1:
+			http.Error(w, "too many requests", http.StatusTooManyRequests)
+		case 2:
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+		default:
+			fmt.Fprint(w, "stored")
+		}
+	}))
+	defer srv.Close()
+
+	noWait := retries.WithWait(retries.WaitNone()) // a real program keeps the waits
+	budget := retries.NewBudget(0.1, 5)
+	outer, inner := retries.Layers(retries.DocV1.Copy(noWait), retries.Throttle.Copy(noWait),
+		retries.NewLimiter(retries.LimiterConfig{}), retries.NewBreaker(retries.BreakerConfig{}), budget)
+	client := &http.Client{Transport: retries.NewTransport(retries.NewTransport(nil, inner), outer)}
+
+	resp, err := client.Post(srv.URL+"/document/v1/music/music/docid/1", "application/json", strings.NewReader(`{"fields":{}}`))
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, "after", requests.Load(), "requests;", budget.Stats().Retries, "retry from the budget")
+	// Output: 200 after 3 requests; 1 retry from the budget
+}
