@@ -43,14 +43,15 @@ type Config struct {
 	URL string // the endpoint, such as http://localhost:8080
 	// URLs, if not empty, are several endpoints in place of URL: slice i
 	// is visited through URLs[i%len(URLs)], each endpoint with its own
-	// limiter and breaker.
+	// gate and breaker.
 	URLs    []string
 	Cluster string // the content cluster to visit; required
 	// Selection, FieldSet and BucketSpace are document/v1's selection,
 	// fieldSet and bucketSpace; "" for the server's defaults.
 	Selection, FieldSet, BucketSpace string
 	// Slices is how many slices the corpus is split into, visited at once
-	// as the limiter allows; 0: 1. A Progress holds to it.
+	// as the server allows (its 429s teach the gate how many); 0: 1. A
+	// Progress holds to it.
 	Slices int
 	// WantedDocumentCount is a request's documents, best effort (a page
 	// holds whole buckets); 0: 1000.
@@ -59,9 +60,9 @@ type Config struct {
 	Pages  bool
 	Header http.Header // sent with every request
 	TLS    *tls.Config // for https URLs; nil: Go's defaults
-	// MaxOutage ends a visit whose slice has not got a page for this
-	// long, with an error matching ErrMaxOutage; 0: 5 minutes, negative:
-	// none.
+	// MaxOutage ends a visit whose slice has read nothing (no document,
+	// no token) for this long, waiting for a place at the gate left out,
+	// with an error matching ErrMaxOutage; 0: 5 minutes, negative: none.
 	MaxOutage time.Duration
 	// Budget bounds the outer layer's retries; nil: retries.NewBudget(0.1, 5).
 	Budget *retries.Budget
@@ -194,8 +195,8 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// ErrMaxOutage is why a visit ended when a slice failed to get a page for
-// longer than Config.MaxOutage; Visit's error matches it.
+// ErrMaxOutage is why a visit ended when a slice read nothing for longer
+// than Config.MaxOutage; Visit's error matches it.
 var ErrMaxOutage = errors.New("visit: a slice has failed for longer than -max-outage")
 
 // StatusError is a page the server refused with a status that asking
