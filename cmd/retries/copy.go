@@ -119,6 +119,9 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fmt.Fprintf(stderr, "retries copy: %s says the copy is complete: nothing to copy (remove it to copy again)\n", f.checkpoint)
 			return nil
 		}
+		if n := ck.Progress.Slices; n != 0 && n != f.slices {
+			return setupErrorf("copy: -checkpoint %s is of a copy in %d slices: give -slices %d (a continuation token holds only for its slicing)", f.checkpoint, n, n)
+		}
 		if resumed {
 			fmt.Fprintf(stderr, "retries copy: resuming from %s: %d documents copied before\n", f.checkpoint, ck.Documents)
 		}

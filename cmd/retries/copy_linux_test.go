@@ -14,6 +14,7 @@ import (
 
 	"github.com/seed32e55400/retries/feed"
 	"github.com/seed32e55400/retries/feed/feedtest"
+	"github.com/seed32e55400/retries/visit"
 	"github.com/seed32e55400/retries/visit/visittest"
 )
 
@@ -242,5 +243,22 @@ func TestCopyFailed(t *testing.T) {
 		if len(ids) != 2 || !strings.Contains(strings.Join(ids, " "), "::700") {
 			t.Errorf("-failed holds %v, want the two refused", ids)
 		}
+	}
+}
+
+// TestCopyOtherSlicing: a checkpoint of a copy in 2 slices is refused by
+// the same command with -slices 3, with what to give (exit 2).
+func TestCopyOtherSlicing(t *testing.T) {
+	t.Parallel()
+	src := visittest.New(t, 300, 8, nil)
+	dst := feedtest.New(t, nil)
+	ck := filepath.Join(t.TempDir(), "ck.json")
+	data, _ := json.Marshal(copyCheckpoint{Version: 1, Cluster: "music", Progress: visit.Progress{Slices: 2, Tokens: []string{"", "x"}, Done: []bool{true, false}}})
+	if err := os.WriteFile(ck, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCmd(t, "copy", "-q", "-from", src.URL, "-to", dst.URL, "-cluster", "music", "-slices", "3", "-checkpoint", ck)
+	if code != exitUsage || !strings.Contains(stderr, "is of a copy in 2 slices: give -slices 2") {
+		t.Errorf("exit %d, stderr %q; want 2 and -slices 2", code, stderr)
 	}
 }

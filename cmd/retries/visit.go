@@ -119,6 +119,9 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			fmt.Fprintf(stderr, "retries visit: %s says the visit is complete: nothing to visit (remove it to visit again)\n", f.checkpoint)
 			return nil
 		}
+		if n := ck.Progress.Slices; n != 0 && n != f.slices {
+			return setupErrorf("visit: -checkpoint %s is of a visit in %d slices: give -slices %d (a continuation token holds only for its slicing)", f.checkpoint, n, n)
+		}
 		if ck.Progress.Slices != 0 {
 			fmt.Fprintf(stderr, "retries visit: resuming from %s: %d documents in %s\n", f.checkpoint, ck.Documents, f.out)
 		}
