@@ -1,0 +1,41 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+)
+
+// TestArenaRunsAFeed builds the retries command and runs a short feed of
+// it through the arena, with faults and an outage of half a second: the
+// line says every document stored once, and its counts add up. Without
+// nginx the test skips, unless ARENA_REQUIRE_NGINX is set, as .ci/run
+// sets it once it has installed nginx.
+func TestArenaRunsAFeed(t *testing.T) {
+	if _, err := exec.LookPath("nginx"); err != nil {
+		if _, serr := os.Stat("/usr/sbin/nginx"); serr != nil {
+			if os.Getenv("ARENA_REQUIRE_NGINX") != "" {
+				t.Fatal("nginx is not installed, and ARENA_REQUIRE_NGINX asks for the arena to run")
+			}
+			t.Skip("nginx is not installed")
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "retries")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/seed32e55400/retries/cmd/retries").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	c := config{docs: 1500, rate: 2000, burst: 50, fault: 0.01, reset: 0.01, outage: "300ms+500ms", label: "test", limit: time.Minute, seed: 3}
+	line, err := run(c, []string{bin, "feed", "-q", "-url", "$ARENA_URL", "$ARENA_DOCS"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(line)
+	for _, want := range []string{`exit=0 `, ` docs=1500 acked=1500 lost=0 dup=0 `, ` \(200:1500 .*429:[0-9]+`, ` 503:[0-9]+`} {
+		if !regexp.MustCompile(want).MatchString(line) {
+			t.Errorf("the line lacks %q: %s", want, line)
+		}
+	}
+}
