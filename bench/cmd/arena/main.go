@@ -34,6 +34,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -88,6 +89,8 @@ func run(c config, feeder []string) (string, error) {
 		return "", err
 	}
 	st := newStore(c.fault, c.reset, c.seed)
+	var started atomic.Int64 // when the feeder started, as UnixNano; set before it does
+	st.outage = window(&started, at, dur)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -116,9 +119,7 @@ func run(c config, feeder []string) (string, error) {
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	}
 	start := time.Now()
-	if dur > 0 {
-		st.outage = window(start, at, dur)
-	}
+	started.Store(start.UnixNano())
 	if err := cmd.Start(); err != nil {
 		return "", err
 	}

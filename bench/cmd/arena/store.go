@@ -114,10 +114,15 @@ func (s *store) counts() (stored, twice int) {
 	return stored, twice
 }
 
-// window says whether now lies in [start+at, start+at+dur).
-func window(start time.Time, at, dur time.Duration) func() bool {
+// window says whether now lies in [start+at, start+at+dur), start being
+// what started holds (UnixNano), or never before it is set.
+func window(started *atomic.Int64, at, dur time.Duration) func() bool {
 	return func() bool {
-		since := time.Since(start)
+		s := started.Load()
+		if s == 0 || dur <= 0 {
+			return false
+		}
+		since := time.Since(time.Unix(0, s))
 		return since >= at && since < at+dur
 	}
 }
