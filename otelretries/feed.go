@@ -32,15 +32,8 @@ const ResultKey = attribute.Key("retries.result")
 //     retries.feed.paused_now (gauge, 1 while paused).
 func RegisterFeed(name string, c *feed.Client, opts ...Option) (metric.Registration, error) {
 	m := meterOf(opts)
-	var err error
-	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
-		if err != nil {
-			return nil
-		}
-		var i metric.Int64ObservableCounter
-		i, err = m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		return i
-	}
+	ins := observables{m: m}
+	counter := ins.counter
 	ops := counter("retries.feed.operations", "{operation}", "Operations of a feed that have ended, by result.")
 	requests := counter("retries.feed.requests", "{request}", "Requests a feed sent, retries included.")
 	retried := counter("retries.feed.retries", "{request}", "Requests beyond the first of each operation.")
@@ -48,21 +41,13 @@ func RegisterFeed(name string, c *feed.Client, opts ...Option) (metric.Registrat
 	unavailable := counter("retries.feed.unavailable", "{response}", "503 responses to a feed.")
 	none := counter("retries.feed.no_response", "{request}", "Requests of a feed that got no response.")
 	pauses := counter("retries.feed.pauses", "{pause}", "Outages that paused a feed.")
-	if err != nil {
-		return nil, err
+	inflight := ins.gauge("retries.feed.inflight", "{request}", "Requests of a feed on the wire.")
+	pausedNow := ins.gauge("retries.feed.paused_now", "{pause}", "1 while a feed is paused by an outage, 0 otherwise.")
+	if ins.err != nil {
+		return nil, ins.err
 	}
 	paused, err := m.Float64ObservableCounter("retries.feed.paused", metric.WithUnit("s"),
 		metric.WithDescription("The time a feed was paused by outages."))
-	if err != nil {
-		return nil, err
-	}
-	inflight, err := m.Int64ObservableGauge("retries.feed.inflight", metric.WithUnit("{request}"),
-		metric.WithDescription("Requests of a feed on the wire."))
-	if err != nil {
-		return nil, err
-	}
-	pausedNow, err := m.Int64ObservableGauge("retries.feed.paused_now", metric.WithUnit("{pause}"),
-		metric.WithDescription("1 while a feed is paused by an outage, 0 otherwise."))
 	if err != nil {
 		return nil, err
 	}

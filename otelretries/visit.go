@@ -20,23 +20,9 @@ import (
 //     once, learned from the server's 429s.
 func RegisterVisit(name string, c *visit.Client, opts ...Option) (metric.Registration, error) {
 	m := meterOf(opts)
-	var err error
-	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
-		if err != nil {
-			return nil
-		}
-		var i metric.Int64ObservableCounter
-		i, err = m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		return i
-	}
-	gauge := func(name, desc string) metric.Int64ObservableGauge {
-		if err != nil {
-			return nil
-		}
-		var i metric.Int64ObservableGauge
-		i, err = m.Int64ObservableGauge(name, metric.WithUnit("{request}"), metric.WithDescription(desc))
-		return i
-	}
+	ins := observables{m: m}
+	counter := ins.counter
+	gauge := func(name, desc string) metric.Int64ObservableGauge { return ins.gauge(name, "{request}", desc) }
 	documents := counter("retries.visit.documents", "{document}", "Documents a visit handed out.")
 	dropped := counter("retries.visit.dropped", "{document}", "Documents a visit read again after a cut or a resume, and dropped.")
 	requests := counter("retries.visit.requests", "{request}", "Requests a visit sent.")
@@ -45,8 +31,8 @@ func RegisterVisit(name string, c *visit.Client, opts ...Option) (metric.Registr
 	failed := counter("retries.visit.failed", "{request}", "Requests of a visit that failed otherwise.")
 	inflight := gauge("retries.visit.inflight", "Requests of a visit in flight.")
 	limit := gauge("retries.visit.limit", "The visits a client lets in flight at once, learned from the server's 429s.")
-	if err != nil {
-		return nil, err
+	if ins.err != nil {
+		return nil, ins.err
 	}
 	attrs := metric.WithAttributes(NameKey.String(name))
 	return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
