@@ -44,6 +44,7 @@ type config struct {
 	rate, burst  int
 	fault, reset float64
 	outage       string
+	outageKind   string
 	label        string
 	limit        time.Duration
 	seed         uint64
@@ -56,11 +57,16 @@ func main() {
 	flag.IntVar(&c.burst, "burst", 20, "nginx's burst (nodelay)")
 	flag.Float64Var(&c.fault, "fault", 0.002, "share of admitted requests the store answers 503")
 	flag.Float64Var(&c.reset, "reset", 0.0015, "share of admitted requests whose connection the store resets")
-	flag.StringVar(&c.outage, "outage", "", "AT+DUR: from AT after the feeder starts, for DUR, the store answers 503 to everything")
+	flag.StringVar(&c.outage, "outage", "", "AT+DUR: from AT after the feeder starts, for DUR, the server is out (see -outage-kind)")
+	flag.StringVar(&c.outageKind, "outage-kind", "503", "how the server is out: 503 (the store answers 503), reset (the store resets every connection: nginx answers 502) or down (nginx stopped: connections refused)")
 	flag.StringVar(&c.label, "label", "", "a name printed at the start of the line")
 	flag.DurationVar(&c.limit, "limit", 5*time.Minute, "kill the feeder after this long")
 	flag.Uint64Var(&c.seed, "seed", 1, "the seed of the store's faults")
 	flag.Parse()
+	if c.outageKind != "503" && c.outageKind != "reset" && c.outageKind != "down" {
+		fmt.Fprintf(os.Stderr, "arena: -outage-kind %q: want 503, reset or down\n", c.outageKind)
+		os.Exit(2)
+	}
 	if flag.NArg() == 0 || c.docs < 1 || c.rate < 1 || c.burst < 0 || c.fault < 0 || c.reset < 0 || c.fault+c.reset > 1 {
 		fmt.Fprintln(os.Stderr, "usage: arena [-docs N] [-rate R] [-burst B] [-fault F] [-reset F] [-outage AT+DUR] [-label L] -- FEEDER ARGS…")
 		os.Exit(2)
@@ -90,7 +96,9 @@ func run(c config, feeder []string) (string, error) {
 	}
 	st := newStore(c.fault, c.reset, c.seed)
 	var started atomic.Int64 // when the feeder started, as UnixNano; set before it does
-	st.outage = window(&started, at, dur)
+	if c.outageKind != "down" {
+		st.outage, st.outageReset = window(&started, at, dur), c.outageKind == "reset"
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -124,8 +132,17 @@ func run(c config, feeder []string) (string, error) {
 		return "", err
 	}
 	timer := time.AfterFunc(c.limit, func() { _ = cmd.Process.Kill() })
+	downDone := make(chan error, 1)
+	if c.outageKind == "down" && dur > 0 {
+		go func() { downDone <- takeDown(ng, at, dur) }()
+	} else {
+		downDone <- nil
+	}
 	werr := cmd.Wait()
 	timer.Stop()
+	if err := <-downDone; err != nil {
+		return "", err
+	}
 	elapsed := time.Since(start)
 	exit := 0
 	var ee *exec.ExitError
@@ -172,6 +189,15 @@ func formatLine(c config, exit int, elapsed, up, cpu time.Duration, st *store, s
 		c.label, exit, c.docs, stored, c.docs-stored, twice, elapsed.Seconds(), min(float64(stored)/admitted, 1),
 		float64(stored)/elapsed.Seconds(), requests, strings.Join(by, " "), wasted, cpu.Seconds(),
 		float64(cpu.Milliseconds())/float64(c.docs)*1000)
+}
+
+// takeDown stops nginx at at after now, and starts it again dur later, so
+// that connections are refused meanwhile.
+func takeDown(ng *nginx, at, dur time.Duration) error {
+	time.Sleep(at)
+	ng.stop()
+	time.Sleep(dur)
+	return ng.start()
 }
 
 // parseOutage parses AT+DUR; "" is no outage.

@@ -17,9 +17,9 @@ import (
 // second after a burst (limit_req, nodelay) and answers 429 beyond, and
 // reports a reset upstream as 502, as a proxy in front of Vespa would.
 type nginx struct {
-	dir  string
-	port int
-	cmd  *exec.Cmd
+	bin, dir, conf string
+	port           int
+	cmd            *exec.Cmd
 }
 
 // nginxConf is the configuration: one worker, an access log of statuses,
@@ -74,20 +74,29 @@ func startNginx(dir string, rate, burst, storePort int) (*nginx, error) {
 	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, dir, rate, storePort, port, burst), 0o644); err != nil {
 		return nil, err
 	}
-	n := &nginx{dir: dir, port: port, cmd: exec.Command(bin, "-p", dir, "-c", conf, "-g", "daemon off;")}
+	n := &nginx{bin: bin, dir: dir, conf: conf, port: port}
+	if err := n.start(); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// start starts nginx on its port and waits until it listens.
+func (n *nginx) start() error {
+	n.cmd = exec.Command(n.bin, "-p", n.dir, "-c", n.conf, "-g", "daemon off;")
 	n.cmd.Stderr = os.Stderr
 	if err := n.cmd.Start(); err != nil {
-		return nil, err
+		return err
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		c, err := net.Dial("tcp", n.addr())
 		if err == nil {
 			c.Close()
-			return n, nil
+			return nil
 		}
 		if time.Now().After(deadline) {
 			n.stop()
-			return nil, fmt.Errorf("nginx did not listen within 10 s: %v", err)
+			return fmt.Errorf("nginx did not listen within 10 s: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -95,8 +104,11 @@ func startNginx(dir string, rate, burst, storePort int) (*nginx, error) {
 
 func (n *nginx) addr() string { return "127.0.0.1:" + strconv.Itoa(n.port) }
 
-// stop stops nginx and waits for it.
+// stop stops nginx and waits for it; stopped already, it does nothing.
 func (n *nginx) stop() {
+	if n.cmd == nil || n.cmd.ProcessState != nil {
+		return
+	}
 	_ = n.cmd.Process.Signal(os.Interrupt)
 	done := make(chan struct{})
 	go func() { _ = n.cmd.Wait(); close(done) }()

@@ -18,6 +18,7 @@ import (
 type store struct {
 	fault, reset float64
 	outage       func() bool // true while the server is out; nil: never
+	outageReset  bool        // the outage resets connections instead of answering 503
 
 	mu     sync.Mutex
 	stored map[string]int // document id: times stored
@@ -46,6 +47,10 @@ func (s *store) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.outage != nil && s.outage() {
 		s.outaged.Add(1)
+		if s.outageReset {
+			resetConn(w)
+			return
+		}
 		writeJSON(w, http.StatusServiceUnavailable, `{"message":"the store is out"}`)
 		return
 	}
@@ -59,13 +64,8 @@ func (s *store) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case roll < s.fault+s.reset:
 		s.resets.Add(1)
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				_ = conn.Close()
-				return
-			}
-		}
-		panic(http.ErrAbortHandler)
+		resetConn(w)
+		return
 	}
 	var doc struct {
 		Fields json.RawMessage `json:"fields"`
@@ -79,6 +79,17 @@ func (s *store) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.stored[id]++
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, `{"id":"`+id+`"}`)
+}
+
+// resetConn closes the connection of w without an answer.
+func resetConn(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			_ = conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
 }
 
 // docID splits /document/v1/NS/TYPE/docid/KEY.
