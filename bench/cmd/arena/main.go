@@ -10,8 +10,10 @@
 // nginx admits -rate requests a second after a burst of -burst and answers
 // 429 beyond; the store answers 503 to a share -fault of what nginx admits
 // and resets the connection of a share -reset (nginx reports that as 502);
-// -outage AT+DUR makes the store answer 503 to everything for DUR from AT
-// after the feeder starts. The feeder gets the endpoint in $ARENA_URL and
+// -outage AT+DUR takes the server away for DUR from AT after the feeder
+// starts, as -outage-kind says: the store answers 503 to everything (503),
+// resets every connection (reset), or nginx is stopped and started again
+// (down). The feeder gets the endpoint in $ARENA_URL and
 // the feed file in $ARENA_DOCS, in its environment and expanded in its
 // arguments.
 //
