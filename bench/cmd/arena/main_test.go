@@ -33,18 +33,18 @@ func TestArenaRunsAFeed(t *testing.T) {
 	// lost, is sent again: a put is safe to repeat, so down may store a
 	// document twice.
 	for _, kind := range []struct{ name, stored, status string }{
-		{"503", ` acked=1500 lost=0 dup=0 `, ` 503:[0-9]+`},
-		{"reset", ` acked=1500 lost=0 dup=0 `, ` 502:[0-9]+`},
-		{"down", ` acked=1500 lost=0 dup=[0-9]+ `, ``},
+		{"503", ` acked=1000 lost=0 dup=0 `, ` 503:[0-9]+`},
+		{"reset", ` acked=1000 lost=0 dup=0 `, ` 502:[0-9]+`},
+		{"down", ` acked=1000 lost=0 dup=[0-9]+ `, ``},
 	} {
-		c := config{docs: 1500, rate: 2000, burst: 50, fault: 0.01, reset: 0.01, outage: "300ms+500ms", outageKind: kind.name,
+		c := config{docs: 1000, rate: 500, burst: 20, fault: 0.01, reset: 0.01, outage: "300ms+500ms", outageKind: kind.name,
 			label: kind.name, limit: time.Minute, seed: 3}
 		line, err := run(c, []string{bin, "feed", "-q", "-url", "$ARENA_URL", "$ARENA_DOCS"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Log(line)
-		for _, want := range []string{`exit=0 docs=1500 `, kind.stored, ` \(200:1500 .*429:[0-9]+`, kind.status} {
+		for _, want := range []string{`exit=0 docs=1000 `, kind.stored, ` \(200:1000 .*429:[0-9]+`, kind.status} {
 			if !regexp.MustCompile(want).MatchString(line) {
 				t.Errorf("%s: the line lacks %q: %s", kind.name, want, line)
 			}
