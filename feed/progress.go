@@ -41,12 +41,11 @@ func (c *Client) snapshot() Progress {
 	if l := c.endpoints[0].limiter; l != nil {
 		limit = strconv.FormatFloat(l.Stats().Limit, 'g', 4, 64)
 	}
-	w := &c.wire
-	_, _, paused := c.pause.stats()
-	return Progress{Paused: paused,
-		Acknowledged: c.total.ok.Load(), Failed: c.total.failed.Load(), InFlight: w.inFlight.Load(),
-		Requests: w.requests.Load(), Retries: w.retries.Load(), Throttled: w.throttled.Load(),
-		Unavailable: w.unavailable.Load(), Exceptions: w.exceptions.Load(), Limit: limit,
+	s := c.Stats()
+	return Progress{Paused: s.PausedNow,
+		Acknowledged: s.Acknowledged, Failed: s.Failed, InFlight: s.InFlight,
+		Requests: s.Requests, Retries: s.Retries, Throttled: s.Throttled,
+		Unavailable: s.Unavailable, Exceptions: s.Exceptions, Limit: limit,
 	}
 }
 

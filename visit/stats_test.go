@@ -24,8 +24,8 @@ func TestVisitStats(t *testing.T) {
 	checkOnce(t, got, 3000)
 	s := c.Stats()
 	if s.Documents != 3000 || s.Requests != int64(srv.Requests()) || s.Cut == 0 || s.Throttled != 0 || s.Failed != 0 ||
-		s.InFlight != 0 || s.Limit < 1 || s.Documents+s.Dropped > int64(sent(srv)) {
+		s.InFlight != 0 || s.Limit < 1 || s.Documents+s.Dropped > int64(srv.Sent()) {
 		t.Errorf("Stats() = %+v; want 3000 documents, the server's %d requests, some cut, none failed, nothing in flight, at most the %d documents sent read",
-			s, srv.Requests(), sent(srv))
+			s, srv.Requests(), srv.Sent())
 	}
 }

@@ -41,19 +41,10 @@ func TestVisitStreamCut(t *testing.T) {
 			t.Fatalf("seed %d: Visit = %+v, %v; want complete, nothing seen", seed, p, err)
 		}
 		checkOnce(t, got, 3000)
-		if again := sent(srv) - 3000; again == 0 {
+		if again := srv.Sent() - 3000; again == 0 {
 			t.Errorf("seed %d: no document sent twice: the cuts tested nothing", seed)
 		}
 	}
-}
-
-// sent returns how many documents srv wrote, repeats included.
-func sent(srv *visittest.Server) int {
-	n := 0
-	for _, k := range srv.Served() {
-		n += k
-	}
-	return n
 }
 
 // TestVisitStreamResumes: a visit of cut streams stopped by its caller

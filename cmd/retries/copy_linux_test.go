@@ -179,16 +179,7 @@ func TestCopyKilledTwice(t *testing.T) {
 	}
 	count, _ := appliedPuts(t, dst)
 	checkCopied(t, count, docs)
-	t.Logf("the source sent %d documents for %d", sentDocs(src), docs)
-}
-
-// sentDocs returns how many documents srv wrote, repeats included.
-func sentDocs(srv *visittest.Server) int {
-	n := 0
-	for _, k := range srv.Served() {
-		n += k
-	}
-	return n
+	t.Logf("the source sent %d documents for %d", src.Sent(), docs)
 }
 
 // TestCopyFailed: documents the destination refuses go to -failed, in

@@ -82,6 +82,17 @@ func (s *Server) Served() map[int]int {
 	return out
 }
 
+// Sent returns how many documents the server wrote, repeats included.
+func (s *Server) Sent() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, k := range s.served {
+		n += k
+	}
+	return n
+}
+
 // Refused returns how many requests the server refused for MaxVisits.
 func (s *Server) Refused() int {
 	s.mu.Lock()
