@@ -25,6 +25,12 @@ type endpoint struct {
 	sent               atomic.Int64 // operations routed to it
 	routedAt           atomic.Int64 // when an operation was last routed to it, in Unix nanoseconds
 
+	// word is what the operations that failed on it wait for: its next
+	// acknowledgement or its breaker's opening (see outlast); nil while
+	// none waits.
+	word    atomic.Pointer[word]
+	waiting atomic.Int64 // operations waiting for its word
+
 	mu      sync.Mutex
 	move    context.Context // canceled to move the operations waiting on this endpoint to others
 	moveNow context.CancelCauseFunc
@@ -33,6 +39,46 @@ type endpoint struct {
 // errMoved is the cause of an operation's detour: its endpoint failed and
 // another may take it.
 var errMoved = errors.New("moved to another endpoint")
+
+// word is an endpoint's next word on its health: done is closed when it
+// acknowledges an operation sent after since (opened false) or its breaker
+// opens (opened true).
+type word struct {
+	since  time.Time // when it was first asked for
+	done   chan struct{}
+	opened bool
+}
+
+// nextWord returns the endpoint's next word, to wait on.
+func (e *endpoint) nextWord() *word {
+	for {
+		if v := e.word.Load(); v != nil {
+			return v
+		}
+		v := &word{since: time.Now(), done: make(chan struct{})}
+		if e.word.CompareAndSwap(nil, v) {
+			return v
+		}
+	}
+}
+
+// opened tells those waiting for e's word that its breaker opened.
+func (e *endpoint) opened() { e.tell(true, time.Time{}) }
+
+// acked tells those waiting for e's word that it acknowledged an
+// operation whose request went out at sent, if that was after they asked.
+func (e *endpoint) acked(sent time.Time) { e.tell(false, sent) }
+
+func (e *endpoint) tell(opened bool, sent time.Time) {
+	v := e.word.Load()
+	if v == nil || !opened && sent.Before(v.since) { // the common case: nobody waits
+		return
+	}
+	if e.word.CompareAndSwap(v, nil) {
+		v.opened = opened
+		close(v.done)
+	}
+}
 
 // redactedURL is the endpoint's URL without a password, for the summary.
 func (e *endpoint) redactedURL() string {

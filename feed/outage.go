@@ -208,6 +208,9 @@ func (c *Client) onBreaker(e *endpoint, from, to retries.BreakerState) {
 	default:
 		open = c.openEndpoints.Load()
 	}
+	if from == retries.BreakerClosed {
+		e.opened()
+	}
 	if multi && to == retries.BreakerOpen {
 		e.moveAway()
 	}
@@ -270,6 +273,66 @@ const maxRedials = 16
 func (c *Client) redial(ctx context.Context, op *operation, st *opState, err error) bool {
 	if !isDialError(err) || ctx.Err() != nil || st.unknown(op) || st.redials >= maxRedials {
 		return false
+	}
+	st.redials++
+	return true
+}
+
+// wordWait bounds how long an operation waits for its endpoint's word
+// on a failure (see outlast).
+const wordWait = time.Second
+
+// outlast reports whether op, whose round of attempts on e ended in a
+// failure (v, err) that its retry rule would send again, goes round again
+// because the failure was an outage of e rather than its own. A round can
+// end before e's breaker has seen failures enough to open: the budget
+// refuses retries once an outage begins, and attempts with no wait between
+// them are spent in moments. So the operation waits for e's next word: if
+// its breaker opens (or is open now), the failure was the outage's, and
+// the operation goes round again, held by the breaker until the server
+// answers; if e acknowledges an operation sent after the word was asked
+// for (one sent before may have been answered as the outage began), or
+// says nothing for wordWait, the failure stands. When no other operation
+// is on e to bring the word (each other one waits for it too, as with a
+// few in flight), the operation goes round again to bring it if others
+// wait, and fails if alone: one operation failing by itself says nothing
+// of e. Not when the operation's own context ended, nor when the feed is
+// stopping, nor for an operation not safe to repeat whose earlier request
+// may have been applied; at most maxRedials rounds, counted with redial's.
+func (c *Client) outlast(ctx context.Context, e *endpoint, op *operation, st *opState, v any, err error) bool {
+	rule := retryUnsafe
+	if op.safe {
+		rule = retrySafe
+	}
+	switch {
+	case ctx.Err() != nil, st.unknown(op), st.redials >= maxRedials, !rule.Match(v, err):
+		return false
+	case errors.As(err, new(*outageError)), errors.As(err, new(*tlsStop)):
+		return false
+	}
+	n := e.nextWord()
+	if e.breaker.State() == retries.BreakerClosed {
+		w := e.waiting.Add(1)
+		defer e.waiting.Add(-1)
+		if w >= e.ops.Load() { // no other operation on e to bring its word
+			if w == 1 {
+				return false
+			}
+			st.redials++ // it brings the word itself
+			return true
+		}
+		t := time.NewTimer(wordWait)
+		defer t.Stop()
+		select {
+		case <-n.done:
+			if !n.opened {
+				return false
+			}
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
 	}
 	st.redials++
 	return true

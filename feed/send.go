@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // sendFeedOp sends op of run r, and reports whether the later operations
@@ -114,6 +115,7 @@ func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 	if !op.safe {
 		client = e.unsafeOps
 	}
+	sent := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
 		return c.classifyError(ctx, e, op, st, err)
@@ -123,6 +125,7 @@ func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 		// connection is reused, without a buffer of its own.
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
 		_ = resp.Body.Close()
+		e.acked(sent)
 		return verdict{how: endAcked, status: resp.StatusCode}
 	}
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
@@ -135,7 +138,8 @@ func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 	case resp.StatusCode == http.StatusPreconditionFailed, // an answer: the condition was not met
 		resp.StatusCode == http.StatusNotFound && op.kind == Remove: // an answer: there was nothing to remove
 		v.how = endAcked
-	case c.detour(ctx, e, op, st, resp, nil):
+		e.acked(sent)
+	case c.detour(ctx, e, op, st, resp, nil), c.outlast(ctx, e, op, st, resp, nil):
 		return verdict{moved: true}
 	default:
 		msg := v.msg
@@ -183,7 +187,7 @@ func (c *Client) classifyError(ctx context.Context, e *endpoint, op *operation, 
 	if errors.As(err, &refused) {
 		status = refused.status
 	}
-	if c.detour(ctx, e, op, st, nil, err) || c.redial(ctx, op, st, err) {
+	if c.detour(ctx, e, op, st, nil, err) || c.redial(ctx, op, st, err) || c.outlast(ctx, e, op, st, nil, err) {
 		return verdict{moved: true}
 	}
 	return verdict{how: endFailed, status: status, cause: err}
