@@ -287,18 +287,21 @@ const wordWait = time.Second
 // because the failure was an outage of e rather than its own. A round can
 // end before e's breaker has seen failures enough to open: the budget
 // refuses retries once an outage begins, and attempts with no wait between
-// them are spent in moments. So the operation waits for e's next word: if
-// its breaker opens (or is open now), the failure was the outage's, and
-// the operation goes round again, held by the breaker until the server
-// answers; if e acknowledges an operation sent after the word was asked
-// for (one sent before may have been answered as the outage began), or
-// says nothing for wordWait, the failure stands. When no other operation
-// is on e to bring the word (each other one waits for it too, as with a
-// few in flight), the operation goes round again to bring it if others
-// wait, and fails if alone: one operation failing by itself says nothing
-// of e. Not when the operation's own context ended, nor when the feed is
-// stopping, nor for an operation not safe to repeat whose earlier request
-// may have been applied; at most maxRedials rounds, counted with redial's.
+// them are spent in moments. So the operation waits for e's next word. If
+// e's breaker opens (or is open now), the failure was the outage's: the
+// operation goes round again, held by the breaker until the server
+// answers. If e acknowledges an operation sent after the word was asked
+// for (one sent before may have been answered as the outage began), e
+// answers again: an outage too short to open the breaker is over, or the
+// failure was the operation's own; the operation goes round once more, and
+// if it fails again with e answering, that failure stands. It stands too
+// if e says nothing for wordWait, and at once when no other operation is
+// on e to bring the word (each other one waits for it too): going round to
+// bring it would make documents that fail by themselves, the last of a
+// feed say, fail again and again, and could open the breaker on them. Not
+// when the operation's own context ended, nor when the feed is stopping,
+// nor for an operation not safe to repeat whose earlier request may have
+// been applied; at most maxRedials rounds, counted with redial's.
 func (c *Client) outlast(ctx context.Context, e *endpoint, op *operation, st *opState, v any, err error) bool {
 	rule := retryUnsafe
 	if op.safe {
@@ -315,18 +318,17 @@ func (c *Client) outlast(ctx context.Context, e *endpoint, op *operation, st *op
 		w := e.waiting.Add(1)
 		defer e.waiting.Add(-1)
 		if w >= e.ops.Load() { // no other operation on e to bring its word
-			if w == 1 {
-				return false
-			}
-			st.redials++ // it brings the word itself
-			return true
+			return false
 		}
 		t := time.NewTimer(wordWait)
 		defer t.Stop()
 		select {
 		case <-n.done:
 			if !n.opened {
-				return false
+				if st.afterAck { // it failed again with the endpoint answering
+					return false
+				}
+				st.afterAck = true
 			}
 		case <-t.C:
 			return false

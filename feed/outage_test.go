@@ -175,14 +175,13 @@ func TestFeedWaitsOutAnOutage(t *testing.T) {
 // TestFeedOutageFailsNothingInFlight: with few operations in flight, the
 // ones in flight as an outage begins use up their attempts (the budget
 // refuses their retries) before the breaker has seen failures enough to
-// open; before outlast, about 4 of them failed in each outage. Each waits
-// for its endpoint's word instead, or goes round again to bring it, and
-// nothing fails: five outages of each kind, with the limiter held to 4 in
-// flight and with 2 fixed.
+// open; before outlast, about 2 of them failed in each outage. Each waits
+// for its endpoint's word instead, and nothing fails: five outages of each
+// kind, with the limiter held to 8 in flight and with 8 fixed.
 func TestFeedOutageFailsNothingInFlight(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []string{"503", "reset"} {
-		for _, flight := range []string{"limiter 4", "fixed 2"} {
+		for _, flight := range []string{"limiter 8", "fixed 8"} {
 			t.Run(kind+" "+flight, func(t *testing.T) {
 				t.Parallel()
 				const docs = 200
@@ -190,10 +189,10 @@ func TestFeedOutageFailsNothingInFlight(t *testing.T) {
 					srv, _ := outageServer(t, kind, 5+i*30, 200*time.Millisecond)
 					cfg := testFeedConfig(srv.URL, nil)
 					cfg.MaxProbeInterval = 20 * time.Millisecond
-					if flight == "fixed 2" {
-						cfg.Concurrency = 2
+					if flight == "fixed 8" {
+						cfg.Concurrency = 8
 					} else {
-						cfg.MaxInFlight = 4
+						cfg.MaxInFlight = 8
 					}
 					res, _, stderr := runTestFeed(t, context.Background(), cfg, puts(docs))
 					if !res.Complete() || res.ok != docs {
