@@ -7,24 +7,44 @@
 //
 //	go run ./cmd/arena -rate 500 -docs 3000 -- retries feed -url '$ARENA_URL' '$ARENA_DOCS'
 //
-// nginx admits -rate requests a second after a burst of -burst and answers
-// 429 beyond; the store answers 503 to a share -fault of what nginx admits
-// and resets the connection of a share -reset (nginx reports that as 502);
+// The server: nginx admits -rate requests a second after a burst of -burst
+// and answers 429 beyond (-h2: it speaks HTTP/2 without TLS, by prior
+// knowledge). The store answers 503 to a share -fault of what nginx admits
+// and resets the connection of a share -reset (nginx reports that as 502).
+// With -inflight K it serves K requests at a time, -service D each (a
+// capacity of K/D a second): with -queue Q up to Q more wait for a slot
+// before it answers 429 (latency grows with load, as a Vespa content
+// cluster's does), with none request K+1 gets a 429 at once (a hard wall).
 // -outage AT+DUR takes the server away for DUR from AT after the feeder
 // starts, as -outage-kind says: the store answers 503 to everything (503),
 // resets every connection (reset), or nginx is stopped and started again
-// (down). The feeder gets the endpoint in $ARENA_URL and
-// the feed file in $ARENA_DOCS, in its environment and expanded in its
-// arguments.
+// (down). -phases AT:F,… sets the capacity to F times the nominal from AT on
+// (nginx's rate, or the store's service time divided by F). -feeders N runs
+// N copies of the feeder at once, each with its own N-th of the documents.
 //
-// The line: the feeder's exit status; acked, lost and dup (documents the
-// store stored, never stored, stored more than once); elapsed; goodput
-// (documents stored over what nginx admits while the store is up, burst
-// included: an outage's time has no capacity); the requests by status as nginx logged them; wasted (the
-// share of requests that stored no document); and the feeder's CPU time.
+// The feeder gets the endpoint in $ARENA_URL and its feed file in
+// $ARENA_DOCS, in its environment and expanded in its arguments, with
+// $ARENA_FEEDER (0 to N-1) and $ARENA_FEEDERS.
+//
+// The line: the feeder's exit status (the first that is not 0 of several);
+// acked, lost and dup (documents the store stored, never stored, stored
+// more than once); elapsed; goodput (documents stored over the capacity
+// integrated over the run, burst included; an outage's time has none); the
+// requests by status as nginx logged them; wasted (the share of requests
+// that stored no document); the feeders' CPU time, per 1000 documents, and
+// their largest peak memory. With -outage: outage-requests (those the store
+// answered in the outage; nginx down counts none) and recovery (seconds from
+// the outage's end until acknowledgements are back at 0.9 of capacity over
+// half a second; -1 if never). With -feeders: each feeder's documents a
+// second over its own run, and Jain's fairness index over them (1 is fair).
+//
+// With -visit the store holds the documents and serves document/v1 visits
+// (see visit.go); with -copy it also takes puts, as the destination of a
+// copy. Each then has its own line (see line.go).
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,9 +53,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -47,9 +67,20 @@ type config struct {
 	fault, reset float64
 	outage       string
 	outageKind   string
+	outageOn     string
 	label        string
 	limit        time.Duration
 	seed         uint64
+	h2           bool
+	inflight     int
+	queue        int
+	service      time.Duration
+	phases       string
+	feeders      int
+	visit, copy  bool
+	buckets      int
+	bucketTime   time.Duration
+	visitTimeout time.Duration
 }
 
 func main() {
@@ -58,19 +89,31 @@ func main() {
 	flag.IntVar(&c.rate, "rate", 500, "requests a second nginx admits; 429 beyond")
 	flag.IntVar(&c.burst, "burst", 20, "nginx's burst (nodelay)")
 	flag.Float64Var(&c.fault, "fault", 0.002, "share of admitted requests the store answers 503")
-	flag.Float64Var(&c.reset, "reset", 0.0015, "share of admitted requests whose connection the store resets")
+	flag.Float64Var(&c.reset, "reset", 0.0015, "share of admitted requests whose connection the store resets (with -visit: of the buckets streamed, cut in the middle)")
 	flag.StringVar(&c.outage, "outage", "", "AT+DUR: from AT after the feeder starts, for DUR, the server is out (see -outage-kind)")
 	flag.StringVar(&c.outageKind, "outage-kind", "503", "how the server is out: 503 (the store answers 503), reset (the store resets every connection: nginx answers 502) or down (nginx stopped: connections refused)")
+	flag.StringVar(&c.outageOn, "outage-on", "all", "with -copy: the requests an outage of kind 503 or reset meets: all, get (visits) or put")
 	flag.StringVar(&c.label, "label", "", "a name printed at the start of the line")
 	flag.DurationVar(&c.limit, "limit", 5*time.Minute, "kill the feeder after this long")
 	flag.Uint64Var(&c.seed, "seed", 1, "the seed of the store's faults")
+	flag.BoolVar(&c.h2, "h2", false, "nginx speaks HTTP/2 without TLS (prior knowledge), as Vespa's feed client expects on http")
+	flag.IntVar(&c.inflight, "inflight", 0, "if above 0, the store serves this many requests at once and answers 429 beyond (with -visit: visits)")
+	flag.IntVar(&c.queue, "queue", 0, "with -inflight: this many more requests wait for a slot before the store answers 429")
+	flag.DurationVar(&c.service, "service", 0, "the time the store takes per request")
+	flag.StringVar(&c.phases, "phases", "", "AT:F,…: from AT after the feeder starts, the capacity is F times the nominal")
+	flag.IntVar(&c.feeders, "feeders", 1, "run this many feeders at once, each with its own share of the documents")
+	flag.BoolVar(&c.visit, "visit", false, "the store holds the documents and serves visits; each feeder writes what it read to $ARENA_OUT")
+	flag.BoolVar(&c.copy, "copy", false, "the store serves visits and takes puts: a copier visits $ARENA_URL and feeds $ARENA_URL_TO ($ARENA_URL_H2 over HTTP/2)")
+	flag.IntVar(&c.buckets, "buckets", 512, "with -visit or -copy: the buckets the documents are spread over")
+	flag.DurationVar(&c.bucketTime, "bucket-time", 0, "with -visit or -copy: the time one bucket takes to visit")
+	flag.DurationVar(&c.visitTimeout, "visit-timeout", 0, "with -visit or -copy: a visit request ends after this, with a continuation token (0: a stream runs to its slice's end)")
 	flag.Parse()
-	if c.outageKind != "503" && c.outageKind != "reset" && c.outageKind != "down" {
-		fmt.Fprintf(os.Stderr, "arena: -outage-kind %q: want 503, reset or down\n", c.outageKind)
+	if err := c.check(); err != nil {
+		fmt.Fprintln(os.Stderr, "arena:", err)
 		os.Exit(2)
 	}
-	if flag.NArg() == 0 || c.docs < 1 || c.rate < 1 || c.burst < 0 || c.fault < 0 || c.reset < 0 || c.fault+c.reset > 1 {
-		fmt.Fprintln(os.Stderr, "usage: arena [-docs N] [-rate R] [-burst B] [-fault F] [-reset F] [-outage AT+DUR] [-label L] -- FEEDER ARGS…")
+	if flag.NArg() == 0 {
+		fmt.Fprintln(os.Stderr, "usage: arena [flags] -- FEEDER ARGS… ($ARENA_URL and $ARENA_DOCS are expanded)")
 		os.Exit(2)
 	}
 	line, err := run(c, flag.Args())
@@ -81,82 +124,185 @@ func main() {
 	fmt.Println(line)
 }
 
-// run sets up the store and nginx, runs the feeder and returns the line.
+// check reports a flag out of its range.
+func (c config) check() error {
+	switch {
+	case c.outageKind != "503" && c.outageKind != "reset" && c.outageKind != "down":
+		return fmt.Errorf("-outage-kind %q: want 503, reset or down", c.outageKind)
+	case c.outageOn != "all" && c.outageOn != "get" && c.outageOn != "put":
+		return fmt.Errorf("-outage-on %q: want all, get or put", c.outageOn)
+	case c.docs < 1, c.rate < 1, c.burst < 0, c.fault < 0, c.reset < 0, c.fault+c.reset > 1:
+		return errors.New("want -docs and -rate above 0, -burst, -fault and -reset not negative, -fault + -reset at most 1")
+	case c.inflight < 0, c.queue < 0, c.queue > 0 && c.inflight == 0, c.feeders < 1, c.buckets < 1:
+		return errors.New("want -inflight, -queue not negative (-queue with -inflight), -feeders and -buckets above 0")
+	case c.visit && c.copy:
+		return errors.New("-visit or -copy, not both")
+	}
+	_, _, err := parseOutage(c.outage)
+	if err == nil {
+		_, err = parsePhases(c.phases)
+	}
+	return err
+}
+
+// feederRun is what one feeder came to.
+type feederRun struct {
+	exit    int
+	elapsed time.Duration
+	cpu     time.Duration
+	rssKB   int64
+	docs    int // its share of the documents
+}
+
+// withDefaults fills in what a config built in code may leave out.
+func (c config) withDefaults() config {
+	c.outageKind = cmp.Or(c.outageKind, "503")
+	c.outageOn = cmp.Or(c.outageOn, "all")
+	c.feeders = cmp.Or(c.feeders, 1)
+	c.buckets = cmp.Or(c.buckets, 512)
+	c.limit = cmp.Or(c.limit, 5*time.Minute)
+	return c
+}
+
+// run sets up the store and nginx, runs the feeders and returns the line.
 func run(c config, feeder []string) (string, error) {
-	at, dur, err := parseOutage(c.outage)
-	if err != nil {
+	c = c.withDefaults()
+	if err := c.check(); err != nil {
 		return "", err
 	}
+	at, dur, _ := parseOutage(c.outage)
+	phases, _ := parsePhases(c.phases)
 	dir, err := os.MkdirTemp("", "arena")
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(dir)
-	docs := filepath.Join(dir, "docs.jsonl")
-	if err := writeDocs(docs, c.docs); err != nil {
-		return "", err
+
+	var started atomic.Int64 // when the feeders started, as UnixNano; set before they do
+	clock := &runClock{started: &started, phases: phases}
+	st := newStore(c, clock)
+	var vs *visitStore
+	if c.visit || c.copy {
+		vs = newVisitStore(c, clock)
 	}
-	st := newStore(c.fault, c.reset, c.seed)
-	var started atomic.Int64 // when the feeder started, as UnixNano; set before it does
-	if c.outageKind != "down" {
-		st.outage, st.outageReset = window(&started, at, dur), c.outageKind == "reset"
+	if c.outageKind != "down" && dur > 0 {
+		out := window(&started, at, dur)
+		if c.outageOn != "get" || !c.copy {
+			st.outage = out
+		}
+		if vs != nil && (c.outageOn != "put" || !c.copy) {
+			vs.outage = out
+		}
+		st.outageReset = c.outageKind == "reset"
+		if vs != nil {
+			vs.outageReset = st.outageReset
+		}
+	}
+	var h http.Handler = st
+	if vs != nil {
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet {
+				vs.ServeHTTP(w, r)
+				return
+			}
+			if !c.copy {
+				writeJSON(w, http.StatusMethodNotAllowed, `{"message":"this store only serves visits"}`)
+				return
+			}
+			st.ServeHTTP(w, r)
+		})
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
-	hs := &http.Server{Handler: st, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
 	defer hs.Close()
-	ng, err := startNginx(dir, c.rate, c.burst, ln.Addr().(*net.TCPAddr).Port)
+	listens := []listen{{h2: c.h2}}
+	if c.copy {
+		listens = append(listens, listen{}, listen{h2: true}) // ARENA_URL_TO, ARENA_URL_H2
+	}
+	ng, err := startNginx(dir, c.rate, c.burst, ln.Addr().(*net.TCPAddr).Port, listens)
 	if err != nil {
 		return "", err
 	}
 	defer ng.stop()
 
-	url := "http://" + ng.addr()
-	expand := func(s string) string {
-		return strings.NewReplacer("$ARENA_URL", url, "${ARENA_URL}", url, "$ARENA_DOCS", docs, "${ARENA_DOCS}", docs).Replace(s)
+	runs := make([]feederRun, c.feeders)
+	cmds := make([]*exec.Cmd, c.feeders)
+	outs := make([]string, c.feeders)
+	for k := range c.feeders {
+		docs := filepath.Join(dir, fmt.Sprintf("docs%d.jsonl", k))
+		n, err := writeDocs(docs, c.docs, k, c.feeders)
+		if err != nil {
+			return "", err
+		}
+		runs[k].docs = n
+		outs[k] = filepath.Join(dir, fmt.Sprintf("out%d.jsonl", k))
+		env := map[string]string{
+			"ARENA_URL": ng.url(0), "ARENA_DOCS": docs, "ARENA_OUT": outs[k],
+			"ARENA_FEEDER": strconv.Itoa(k), "ARENA_FEEDERS": strconv.Itoa(c.feeders),
+		}
+		if c.copy {
+			env["ARENA_URL_TO"], env["ARENA_URL_H2"] = ng.url(1), ng.url(2)
+		}
+		cmds[k] = feederCommand(feeder, env)
 	}
-	args := make([]string, len(feeder))
-	for i, a := range feeder {
-		args[i] = expand(a)
-	}
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append(os.Environ(), "ARENA_URL="+url, "ARENA_DOCS="+docs)
-	cmd.Stdout, cmd.Stderr = nil, nil
-	if os.Getenv("ARENA_SHOW") != "" {
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	}
+
 	start := time.Now()
 	started.Store(start.UnixNano())
-	if err := cmd.Start(); err != nil {
-		return "", err
+	for k, cmd := range cmds {
+		if err := cmd.Start(); err != nil {
+			for _, p := range cmds[:k] {
+				_ = p.Process.Kill()
+				_ = p.Wait()
+			}
+			return "", err
+		}
 	}
-	timer := time.AfterFunc(c.limit, func() { _ = cmd.Process.Kill() })
+	stopPhases := ng.follow(phases, c.rate)
 	downDone := make(chan error, 1)
 	if c.outageKind == "down" && dur > 0 {
 		go func() { downDone <- takeDown(ng, at, dur) }()
 	} else {
 		downDone <- nil
 	}
-	werr := cmd.Wait()
-	timer.Stop()
+	var wg sync.WaitGroup
+	var waitErr error
+	var mu sync.Mutex
+	for k, cmd := range cmds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			timer := time.AfterFunc(c.limit, func() { _ = cmd.Process.Kill() })
+			werr := cmd.Wait()
+			timer.Stop()
+			r := &runs[k]
+			r.elapsed = time.Since(start)
+			var ee *exec.ExitError
+			switch {
+			case errors.As(werr, &ee):
+				r.exit = ee.ExitCode()
+			case werr != nil:
+				mu.Lock()
+				waitErr = werr
+				mu.Unlock()
+			}
+			if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+				r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+				r.rssKB = ru.Maxrss
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	stopPhases()
 	if err := <-downDone; err != nil {
 		return "", err
 	}
-	elapsed := time.Since(start)
-	exit := 0
-	var ee *exec.ExitError
-	switch {
-	case errors.As(werr, &ee):
-		exit = ee.ExitCode()
-	case werr != nil:
-		return "", werr
-	}
-	var cpu time.Duration
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	if waitErr != nil {
+		return "", waitErr
 	}
 	// nginx writes its log as requests end: stop it first.
 	ng.stop()
@@ -164,33 +310,39 @@ func run(c config, feeder []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	up := elapsed - max(0, min(elapsed, at+dur)-at) // the store's time up: an outage has no capacity
-	return formatLine(c, exit, elapsed, up, cpu, st, statuses), nil
+	m := measure{c: c, runs: runs, elapsed: elapsed, statuses: statuses, st: st, vs: vs, clock: clock, at: at, dur: dur}
+	switch {
+	case c.visit:
+		return m.visitLine(outs)
+	case c.copy:
+		return m.copyLine(), nil
+	}
+	return m.feedLine(), nil
 }
 
-// formatLine is the arena's line.
-func formatLine(c config, exit int, elapsed, up, cpu time.Duration, st *store, statuses map[int]int) string {
-	stored, twice := st.counts()
-	requests := 0
-	codes := make([]int, 0, len(statuses))
-	for code, n := range statuses {
-		requests += n
-		codes = append(codes, code)
+// feederCommand is the feeder's command, its arguments expanded with env,
+// which it also gets in its environment.
+func feederCommand(feeder []string, env map[string]string) *exec.Cmd {
+	var pairs []string
+	for _, k := range []string{"ARENA_URL_TO", "ARENA_URL_H2", "ARENA_FEEDERS", "ARENA_FEEDER", "ARENA_DOCS", "ARENA_URL", "ARENA_OUT"} {
+		if v, ok := env[k]; ok {
+			pairs = append(pairs, "${"+k+"}", v, "$"+k, v)
+		}
 	}
-	sort.Ints(codes)
-	var by []string
-	for _, code := range codes {
-		by = append(by, fmt.Sprintf("%d:%d", code, statuses[code]))
+	expand := strings.NewReplacer(pairs...)
+	args := make([]string, len(feeder))
+	for i, a := range feeder {
+		args[i] = expand.Replace(a)
 	}
-	admitted := float64(c.rate)*up.Seconds() + float64(c.burst)
-	wasted := 0.0
-	if requests > 0 {
-		wasted = 100 * float64(requests-stored) / float64(requests)
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = os.Environ()
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	return fmt.Sprintf("%-22s exit=%d docs=%d acked=%d lost=%d dup=%d elapsed=%.2fs goodput=%.3f docs/s=%.0f requests=%d (%s) wasted=%.1f%% cpu=%.2fs cpu/kdoc=%.0fms",
-		c.label, exit, c.docs, stored, c.docs-stored, twice, elapsed.Seconds(), min(float64(stored)/admitted, 1),
-		float64(stored)/elapsed.Seconds(), requests, strings.Join(by, " "), wasted, cpu.Seconds(),
-		float64(cpu.Milliseconds())/float64(c.docs)*1000)
+	if os.Getenv("ARENA_SHOW") != "" {
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	}
+	return cmd
 }
 
 // takeDown stops nginx at at after now, and starts it again dur later, so
@@ -219,27 +371,37 @@ func parseOutage(s string) (at, dur time.Duration, err error) {
 	return at, dur, nil
 }
 
-// writeDocs writes n puts, one a line: id:music:music::I with fields
-// naming I.
-func writeDocs(path string, n int) error {
+// writeDocs writes the puts of the documents i < n with i mod of == k, one
+// a line: id:music:music::I with fields naming I; it returns how many.
+func writeDocs(path string, n, k, of int) (int, error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var b strings.Builder
-	for i := range n {
-		b.WriteString(`{"put":"id:music:music::` + strconv.Itoa(i) + `","fields":{"n":` + strconv.Itoa(i) + `,"title":"Document ` + strconv.Itoa(i) + `"}}` + "\n")
+	count := 0
+	for i := k; i < n; i += of {
+		count++
+		b.WriteString(`{"put":"` + docIDOf(i) + `","fields":` + fieldsOf(i) + "}\n")
 		if b.Len() > 1<<20 {
 			if _, err := f.WriteString(b.String()); err != nil {
 				f.Close()
-				return err
+				return 0, err
 			}
 			b.Reset()
 		}
 	}
 	if _, err := f.WriteString(b.String()); err != nil {
 		f.Close()
-		return err
+		return 0, err
 	}
-	return f.Close()
+	return count, f.Close()
+}
+
+// docIDOf is the id of document i.
+func docIDOf(i int) string { return "id:music:music::" + strconv.Itoa(i) }
+
+// fieldsOf is the fields of document i, as JSON.
+func fieldsOf(i int) string {
+	return `{"n":` + strconv.Itoa(i) + `,"title":"Document ` + strconv.Itoa(i) + `"}`
 }

@@ -10,14 +10,10 @@ import (
 	"time"
 )
 
-// TestArenaRunsAFeed builds the retries command and runs a short feed of
-// it through the arena, with faults and an outage of half a second of
-// each kind (503s, resets, nginx down): the line's counts add up, agree
-// with the feeder's exit, and carry the statuses the limit, the outage and
-// the faults gave. Without
-// nginx the test skips, unless ARENA_REQUIRE_NGINX is set, as .ci/run
-// sets it once it has installed nginx.
-func TestArenaRunsAFeed(t *testing.T) {
+// needNginx skips the test without nginx, unless ARENA_REQUIRE_NGINX is
+// set, as .ci/run sets it once it has installed nginx.
+func needNginx(t *testing.T) {
+	t.Helper()
 	if _, err := exec.LookPath("nginx"); err != nil {
 		if _, serr := os.Stat("/usr/sbin/nginx"); serr != nil {
 			if os.Getenv("ARENA_REQUIRE_NGINX") != "" {
@@ -26,18 +22,36 @@ func TestArenaRunsAFeed(t *testing.T) {
 			t.Skip("nginx is not installed")
 		}
 	}
+}
+
+// buildRetries builds the retries command and returns its path.
+func buildRetries(t *testing.T) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "retries")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/seed32e55400/retries/cmd/retries").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	field := func(line, name string) int {
-		m := regexp.MustCompile(` ` + name + `=(-?[0-9]+)`).FindStringSubmatch(line)
-		if m == nil {
-			t.Fatalf("no %s= in %s", name, line)
-		}
-		n, _ := strconv.Atoi(m[1])
-		return n
+	return bin
+}
+
+// field returns the number after " name=" in line.
+func field(t *testing.T, line, name string) float64 {
+	t.Helper()
+	m := regexp.MustCompile(` ` + regexp.QuoteMeta(name) + `=(-?[0-9.]+)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no %s= in %s", name, line)
 	}
+	n, _ := strconv.ParseFloat(m[1], 64)
+	return n
+}
+
+// TestArenaRunsAFeed runs a short feed of the retries command through the
+// arena, with faults and an outage of half a second of each kind (503s,
+// resets, nginx down): the line's counts add up, agree with the feeder's
+// exit, and carry the statuses the limit, the outage and the faults gave.
+func TestArenaRunsAFeed(t *testing.T) {
+	needNginx(t)
+	bin := buildRetries(t)
 	for _, kind := range []struct{ name, status string }{{"503", ` 503:[0-9]+`}, {"reset", ` 502:[0-9]+`}, {"down", ``}} {
 		c := config{docs: 1000, rate: 500, burst: 20, fault: 0.01, reset: 0.01, outage: "300ms+500ms", outageKind: kind.name,
 			label: kind.name, limit: time.Minute, seed: 3}
@@ -49,20 +63,77 @@ func TestArenaRunsAFeed(t *testing.T) {
 		// The store's counts add up, and the feeder's exit agrees with
 		// them: a feed that lost a document says so. (A put whose answer
 		// nginx lost as it stopped is sent again, so down may store one
-		// twice; and an operation can spend its attempts before the
-		// breaker opens, which these short outages with 1 % faults on top
-		// now and then show.)
-		acked, lost, dup, exit := field(line, "acked"), field(line, "lost"), field(line, "dup"), field(line, "exit")
+		// twice.)
+		acked, lost, dup, exit := field(t, line, "acked"), field(t, line, "lost"), field(t, line, "dup"), field(t, line, "exit")
 		if acked+lost != 1000 || acked < 900 || dup > 20 || (lost > 0) != (exit != 0) {
-			t.Errorf("%s: acked %d, lost %d, dup %d, exit %d: want them to add up to 1 000, nearly all stored, exit 0 exactly when none lost", kind.name, acked, lost, dup, exit)
+			t.Errorf("%s: acked %v, lost %v, dup %v, exit %v: want them to add up to 1 000, nearly all stored, exit 0 exactly when none lost", kind.name, acked, lost, dup, exit)
 		}
 		if kind.name != "down" && dup != 0 {
-			t.Errorf("%s: %d documents stored twice", kind.name, dup)
+			t.Errorf("%s: %v documents stored twice", kind.name, dup)
+		}
+		if kind.name != "down" && field(t, line, "outage-requests") == 0 {
+			t.Errorf("%s: no request met the outage: %s", kind.name, line)
 		}
 		for _, want := range []string{` docs=1000 `, ` \(200:[0-9]+ .*429:[0-9]+`, kind.status} {
 			if !regexp.MustCompile(want).MatchString(line) {
 				t.Errorf("%s: the line lacks %q: %s", kind.name, want, line)
 			}
 		}
+	}
+}
+
+// TestArenaShapesTheServer runs two feeders at once over HTTP/2 against a
+// store of 4 slots of 5 ms with a queue of 4, whose service time doubles
+// after half a second: each feeder stores its own half, the slots and the
+// queue refuse some requests with 429s, and the line has each feeder's
+// rate and the fairness over them.
+func TestArenaShapesTheServer(t *testing.T) {
+	needNginx(t)
+	bin := buildRetries(t)
+	c := config{docs: 1000, rate: 1000000, burst: 1000000, h2: true, inflight: 4, queue: 4, service: 5 * time.Millisecond,
+		phases: "500ms:0.5", feeders: 2, limit: time.Minute, seed: 5}
+	line, err := run(c, []string{bin, "feed", "-q", "-http2", "-url", "$ARENA_URL", "$ARENA_DOCS"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(line)
+	if field(t, line, "acked") != 1000 || field(t, line, "exit") != 0 || field(t, line, "dup") != 0 {
+		t.Errorf("want 1 000 stored once each, exit 0: %s", line)
+	}
+	for _, want := range []string{` per-feeder-docs/s=[0-9]+,[0-9]+ jain=`, ` \(200:[0-9]+`} {
+		if !regexp.MustCompile(want).MatchString(line) {
+			t.Errorf("the line lacks %q: %s", want, line)
+		}
+	}
+	// 1 000 documents at 4/5 ms, then 4/10 ms, take at least 1.5 s.
+	if e := field(t, line, "elapsed"); e < 1.5 {
+		t.Errorf("elapsed %vs: the slots and the phase did not hold the feed back", e)
+	}
+}
+
+// TestArenaRunsAVisitAndACopy runs retries visit, with cut streams and
+// 503s, and retries copy through the arena: each document of the corpus
+// exported, or stored with its fields, once.
+func TestArenaRunsAVisitAndACopy(t *testing.T) {
+	needNginx(t)
+	bin := buildRetries(t)
+	v := config{visit: true, docs: 3000, buckets: 64, rate: 1000000, burst: 1000000, inflight: 4, fault: 0.02, reset: 0.05,
+		bucketTime: time.Millisecond, limit: time.Minute, seed: 7}
+	line, err := run(v, []string{bin, "visit", "-q", "-url", "$ARENA_URL", "-cluster", "music", "-o", "$ARENA_OUT"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(line)
+	if field(t, line, "exported") != 3000 || field(t, line, "dup") != 0 || field(t, line, "bad") != 0 || field(t, line, "exit") != 0 {
+		t.Errorf("visit: want 3 000 exported once each, exit 0: %s", line)
+	}
+	c := config{copy: true, docs: 3000, buckets: 64, rate: 2000, burst: 50, bucketTime: time.Millisecond, limit: time.Minute, seed: 9}
+	line, err = run(c, []string{bin, "copy", "-q", "-from", "$ARENA_URL", "-to", "$ARENA_URL_TO", "-cluster", "music"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(line)
+	if field(t, line, "acked") != 3000 || field(t, line, "corrupt") != 0 || field(t, line, "exit") != 0 || field(t, line, "visited") < 3000 {
+		t.Errorf("copy: want 3 000 stored with their fields, exit 0: %s", line)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -18,18 +19,26 @@ import (
 // reports a reset upstream as 502, as a proxy in front of Vespa would.
 type nginx struct {
 	bin, dir, conf string
-	port           int
+	storePort      int
+	burst          int
+	listens        []listen
 	cmd            *exec.Cmd
 }
 
-// nginxConf is the configuration: one worker, an access log of statuses,
-// keep-alive connections to the store.
+// listen is one port of nginx; h2 speaks HTTP/2 without TLS.
+type listen struct {
+	port int
+	h2   bool
+}
+
+// nginxConf is the configuration: one worker, an access log of methods and
+// statuses, keep-alive connections to the store; the server blocks follow.
 const nginxConf = `worker_processes 1;
 error_log %[1]s/error.log warn;
 pid %[1]s/nginx.pid;
-events { worker_connections 4096; }
+events { worker_connections 8192; }
 http {
-	log_format status '$status';
+	log_format status '$request_method $status';
 	access_log %[1]s/access.log status;
 	client_body_temp_path %[1]s/body;
 	proxy_temp_path %[1]s/proxy;
@@ -39,22 +48,28 @@ http {
 	limit_req_zone $binary_remote_addr zone=feed:1m rate=%[2]dr/s;
 	limit_req_status 429;
 	upstream store { server 127.0.0.1:%[3]d; keepalive 64; }
-	server {
-		listen 127.0.0.1:%[4]d;
+%[4]s}
+`
+
+// serverConf is one server block.
+const serverConf = `	server {
+		listen 127.0.0.1:%[1]d%[2]s;
 		keepalive_requests 1000000;
 		location / {
-			limit_req zone=feed burst=%[5]d nodelay;
+			limit_req zone=feed burst=%[3]d nodelay;
 			proxy_pass http://store;
 			proxy_http_version 1.1;
 			proxy_set_header Connection "";
 			proxy_next_upstream off;
+			proxy_buffering off;
+			proxy_read_timeout 600s;
 		}
 	}
-}
 `
 
-// startNginx starts nginx in dir before the store on storePort.
-func startNginx(dir string, rate, burst, storePort int) (*nginx, error) {
+// startNginx starts nginx in dir before the store on storePort, on a free
+// port for each of listens.
+func startNginx(dir string, rate, burst, storePort int, listens []listen) (*nginx, error) {
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
 		for _, p := range []string{"/usr/sbin/nginx", "/usr/local/sbin/nginx"} {
@@ -66,22 +81,36 @@ func startNginx(dir string, rate, burst, storePort int) (*nginx, error) {
 			return nil, errors.New("nginx not found: install it (apt-get install nginx-light)")
 		}
 	}
-	port, err := freePort()
-	if err != nil {
+	n := &nginx{bin: bin, dir: dir, conf: filepath.Join(dir, "nginx.conf"), storePort: storePort, burst: burst}
+	for _, l := range listens {
+		if l.port, err = freePort(); err != nil {
+			return nil, err
+		}
+		n.listens = append(n.listens, l)
+	}
+	if err := n.configure(rate); err != nil {
 		return nil, err
 	}
-	conf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, dir, rate, storePort, port, burst), 0o644); err != nil {
-		return nil, err
-	}
-	n := &nginx{bin: bin, dir: dir, conf: conf, port: port}
 	if err := n.start(); err != nil {
 		return nil, err
 	}
 	return n, nil
 }
 
-// start starts nginx on its port and waits until it listens.
+// configure writes the configuration with the rate given.
+func (n *nginx) configure(rate int) error {
+	var servers strings.Builder
+	for _, l := range n.listens {
+		h2 := ""
+		if l.h2 {
+			h2 = " http2"
+		}
+		fmt.Fprintf(&servers, serverConf, l.port, h2, n.burst)
+	}
+	return os.WriteFile(n.conf, fmt.Appendf(nil, nginxConf, n.dir, rate, n.storePort, servers.String()), 0o644)
+}
+
+// start starts nginx on its ports and waits until the first listens.
 func (n *nginx) start() error {
 	n.cmd = exec.Command(n.bin, "-p", n.dir, "-c", n.conf, "-g", "daemon off;")
 	n.cmd.Stderr = os.Stderr
@@ -89,7 +118,7 @@ func (n *nginx) start() error {
 		return err
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		c, err := net.Dial("tcp", n.addr())
+		c, err := net.Dial("tcp", n.addr(0))
 		if err == nil {
 			c.Close()
 			return nil
@@ -102,7 +131,28 @@ func (n *nginx) start() error {
 	}
 }
 
-func (n *nginx) addr() string { return "127.0.0.1:" + strconv.Itoa(n.port) }
+func (n *nginx) addr(i int) string { return "127.0.0.1:" + strconv.Itoa(n.listens[i].port) }
+
+// url is the URL of nginx's i-th port.
+func (n *nginx) url(i int) string { return "http://" + n.addr(i) }
+
+// follow sets nginx's rate to each phase's share of rate as its time
+// comes, by a reload, and returns the function that stops following.
+func (n *nginx) follow(phases []phase, rate int) (stop func()) {
+	var timers []*time.Timer
+	for _, p := range phases {
+		timers = append(timers, time.AfterFunc(p.at, func() {
+			if n.configure(max(1, int(float64(rate)*p.f+0.5))) == nil && n.cmd != nil && n.cmd.ProcessState == nil {
+				_ = n.cmd.Process.Signal(syscall.SIGHUP)
+			}
+		}))
+	}
+	return func() {
+		for _, t := range timers {
+			t.Stop()
+		}
+	}
+}
 
 // stop stops nginx and waits for it; stopped already, it does nothing.
 func (n *nginx) stop() {
@@ -120,18 +170,22 @@ func (n *nginx) stop() {
 	}
 }
 
-// statuses counts the requests of the access log by status.
-func (n *nginx) statuses() (map[int]int, error) {
+// statuses counts the requests of the access log by method and status.
+func (n *nginx) statuses() (map[string]map[int]int, error) {
 	f, err := os.Open(filepath.Join(n.dir, "access.log"))
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	out := map[int]int{}
+	out := map[string]map[int]int{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if code, err := strconv.Atoi(strings.TrimSpace(sc.Text())); err == nil {
-			out[code]++
+		method, status, _ := strings.Cut(strings.TrimSpace(sc.Text()), " ")
+		if code, err := strconv.Atoi(status); err == nil {
+			if out[method] == nil {
+				out[method] = map[int]int{}
+			}
+			out[method][code]++
 		}
 	}
 	return out, sc.Err()
