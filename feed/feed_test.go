@@ -618,8 +618,11 @@ func TestFeedCompression(t *testing.T) {
 
 // TestFeedInterruptSendsNothingNew: after an interrupt, the requests on
 // the wire are answered, and nothing else goes out: the operations
-// dispatched but waiting for the limiter are reported as not sent. The
-// interrupt says at once what the feed waits for.
+// dispatched but waiting for the limiter are reported as not sent, even
+// when the interrupt's message makes the server answer those on the wire
+// at once (it freed permits to them before the message halted them, in
+// about one run in 15). The interrupt says at once what the feed waits
+// for.
 func TestFeedInterruptSendsNothingNew(t *testing.T) {
 	t.Parallel()
 	const n = 20
@@ -650,8 +653,15 @@ func TestFeedInterruptSendsNothingNew(t *testing.T) {
 	if requests != 4 || res.ok != 4 {
 		t.Errorf("%d requests, %d acknowledged; want the 4 on the wire at the interrupt and no other; stderr:\n%s", requests, res.ok, w)
 	}
-	if sum["retries.unsent.count"] != float64(n-4) || sum["feeder.error.count"] != float64(n-4) {
-		t.Errorf("unsent %v, errors %v; want %d each; stderr:\n%s", sum["retries.unsent.count"], sum["feeder.error.count"], n-4, w)
+	// What the feed had read is not sent, and told so; the rest of the
+	// input is not read (the interrupt can come before the reading has
+	// taken it all).
+	unsent, unread := sum["retries.unsent.count"], sum["retries.unread.line"]
+	if unread == nil || unread == 0.0 { // all read
+		unread = float64(n + 1)
+	}
+	if unsent != unread.(float64)-5 || sum["feeder.error.count"] != unsent {
+		t.Errorf("unsent %v, errors %v, unread from line %v; want lines 5 to the first unread not sent; stderr:\n%s", unsent, sum["feeder.error.count"], unread, w)
 	}
 	if strings.Contains(w.String(), "failed:") {
 		t.Errorf("an operation not sent is reported as failed:\n%s", w)

@@ -282,6 +282,11 @@ func (c *Client) redial(ctx context.Context, op *operation, st *opState, err err
 // on a failure (see outlast).
 const wordWait = time.Second
 
+// witnesses is how many operations, each after a failure, must fill a
+// feed's window for their failures to say that the endpoint is out (see
+// outlast): the breaker's streak.
+const witnesses = 5
+
 // outlast reports whether op, whose round of attempts on e ended in a
 // failure (v, err) that its retry rule would send again, goes round again
 // because the failure was an outage of e rather than its own. A round can
@@ -298,7 +303,10 @@ const wordWait = time.Second
 // if e says nothing for wordWait, and at once when no other operation is
 // on e to bring the word (each other one waits for it too): going round to
 // bring it would make documents that fail by themselves, the last of a
-// feed say, fail again and again, and could open the breaker on them. Not
+// feed say, fail again and again, and could open the breaker on them.
+// Unless the feed's window is full of such operations, more than witnesses
+// of them: then none can come, their failures are the word (an outage, by
+// the breaker's own count), and they all go round again. Not
 // when the operation's own context ended, nor when the feed is stopping,
 // nor for an operation not safe to repeat whose earlier request may have
 // been applied; at most maxRedials rounds, counted with redial's.
@@ -318,7 +326,10 @@ func (c *Client) outlast(ctx context.Context, e *endpoint, op *operation, st *op
 		w := e.waiting.Add(1)
 		defer e.waiting.Add(-1)
 		if w >= e.ops.Load() { // no other operation on e to bring its word
-			return false
+			if r := st.run; r == nil || w <= witnesses || !r.slots.full() {
+				return false
+			}
+			e.opened() // none can come: their failures are the word
 		}
 		t := time.NewTimer(wordWait)
 		defer t.Stop()

@@ -226,6 +226,11 @@ func (r *run) cancelAfterGrace(ctx context.Context, finished <-chan struct{}) {
 	case <-finished:
 		return
 	}
+	// The operations not on the wire end before the message goes out
+	// (the halt on r.ctx may not have run yet): whoever reads it may
+	// answer the requests on the wire, and the permits they free must not
+	// send another.
+	r.live.halt(stopCause(ctx))
 	switch n := c.wire.inFlight.Load(); {
 	case n == 0:
 		c.out.printf("retries feed: interrupted: nothing in flight; stopping\n")

@@ -56,6 +56,14 @@ func (w *window) take(ctx context.Context, op *operation) error {
 	}
 }
 
+// full reports whether the window takes no more operations (by their
+// count).
+func (w *window) full() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ops >= w.n || w.limit != nil && w.ops >= w.limit()
+}
+
 // give returns op's place in the window.
 func (w *window) give(op *operation) {
 	w.mu.Lock()

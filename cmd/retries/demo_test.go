@@ -142,9 +142,13 @@ func TestFeedDemoReportsLoss(t *testing.T) {
 	if res.acked != 10 {
 		t.Errorf("feedDemo() acknowledged = %d, want 10", res.acked)
 	}
-	// DocV1 makes three attempts for each of the two documents.
-	if res.got503 != 3 || res.resets != 3 {
-		t.Errorf("feedDemo() 503s, resets = %d, %d, want 3, 3", res.got503, res.resets)
+	// DocV1 makes three attempts for each of the two documents, and the
+	// feed one more round of them when the server acknowledged another
+	// document after the failure (see feed's outlast).
+	for _, n := range []int64{res.got503, res.resets} {
+		if n != 3 && n != 6 {
+			t.Errorf("feedDemo() 503s, resets = %d, %d, want 3 or 6 each: one or two rounds of DocV1's 3 attempts", res.got503, res.resets)
+		}
 	}
 	var out bytes.Buffer
 	writeDemoSummary(&out, demoConfig{rate: 1e6}, res)
