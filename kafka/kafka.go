@@ -172,23 +172,38 @@ func (r Report) Summary() []byte {
 	return append(b, '\n')
 }
 
-// Run feeds from cfg.Topic as a member of cfg.Group until ctx ends: it then
-// stops fetching, finishes the operations in flight, commits, leaves the
-// group and returns what it did. Canceling force (a second interrupt) stops
-// the operations in flight too, after the feed's grace. Run returns an error
-// when cfg is not valid or the client cannot start.
+// Run feeds from cfg.Topic as a member of cfg.Group until ctx ends, as
+// [Member.Run] does for New(cfg). It returns an error when cfg is not
+// valid or the client cannot start.
 func Run(ctx, force context.Context, cfg Config) (Report, error) {
+	mb, err := New(cfg)
+	if err != nil {
+		return Report{}, err
+	}
+	return mb.Run(ctx, force)
+}
+
+// Member is one member of a consumer group that feeds Vespa, for a caller
+// that reads its counts while it runs (see Stats): New makes it, and Run
+// runs it, once.
+type Member struct {
+	m   *member
+	ran atomic.Bool
+}
+
+// New returns a member of cfg.Group, with its feed client, or an error
+// when cfg is not valid. It joins the group when it runs.
+func New(cfg Config) (*Member, error) {
 	switch {
 	case len(cfg.Brokers) == 0 || cfg.Topic == "" || cfg.Group == "":
-		return Report{}, errors.New("kafka: Brokers, Topic and Group are required")
+		return nil, errors.New("kafka: Brokers, Topic and Group are required")
 	case cfg.FailedTopic == "" && cfg.Failed == nil:
-		return Report{}, errors.New("kafka: FailedTopic or Failed is required: a record that fails must go somewhere")
+		return nil, errors.New("kafka: FailedTopic or Failed is required: a record that fails must go somewhere")
 	case cfg.FailedTopic == cfg.Topic:
-		return Report{}, errors.New("kafka: FailedTopic must not be Topic")
+		return nil, errors.New("kafka: FailedTopic must not be Topic")
 	}
 	m := newMember(cfg)
 	m.commitOffsets = m.commitSync
-	ctx, m.stop = context.WithCancelCause(ctx)
 	fc := cfg.Feed
 	fc.Failed, fc.Unknown, fc.Unread, fc.Resumable, fc.BeforeUnsafe, fc.Fence = nil, nil, nil, true, m.beforeUnsafe, m.fence
 	if fc.Log == nil {
@@ -196,8 +211,43 @@ func Run(ctx, force context.Context, cfg Config) (Report, error) {
 	}
 	var err error
 	if m.fc, err = feed.New(fc); err != nil {
-		return Report{}, err
+		return nil, err
 	}
+	return &Member{m: m}, nil
+}
+
+// Feed returns the member's feed client, whose Stats are the feed's
+// counts (for otelretries.RegisterFeed, say).
+func (mb *Member) Feed() *feed.Client { return mb.m.fc }
+
+// Stats is a snapshot of a member's counts.
+type Stats struct {
+	Fed          int64 // records acknowledged by Vespa
+	DeadLettered int64 // records produced to FailedTopic or written to Failed
+	Commits      int64 // successful commits
+	// Lag is the lag of each of the member's partitions, by number: its
+	// records not committed, to its end as of its last fetch.
+	Lag map[int32]int64
+}
+
+// Stats returns the member's counts so far; it may be called at any time,
+// from any goroutine.
+func (mb *Member) Stats() Stats {
+	m := mb.m
+	return Stats{Fed: m.fed.Load(), DeadLettered: m.dead.Load(), Commits: m.commits.Load(), Lag: m.lags()}
+}
+
+// Run feeds from the topic as a member of the group until ctx ends: it then
+// stops fetching, finishes the operations in flight, commits, leaves the
+// group and returns what it did. Canceling force (a second interrupt) stops
+// the operations in flight too, after the feed's grace. Run returns an error
+// when the client cannot start, or when it was called before.
+func (mb *Member) Run(ctx, force context.Context) (Report, error) {
+	if !mb.ran.CompareAndSwap(false, true) {
+		return Report{}, errors.New("kafka: a Member runs once")
+	}
+	m, cfg := mb.m, mb.m.cfg
+	ctx, m.stop = context.WithCancelCause(ctx)
 	defer m.fc.Close()
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
@@ -221,6 +271,7 @@ func Run(ctx, force context.Context, cfg Config) (Report, error) {
 			opts = append(opts, kgo.ProducerBatchMaxBytes(n))
 		}
 	}
+	var err error
 	if m.cl, err = kgo.NewClient(opts...); err != nil {
 		return Report{}, fmt.Errorf("kafka: %w", err)
 	}

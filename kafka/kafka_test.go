@@ -884,3 +884,61 @@ func TestProgressJSON(t *testing.T) {
 		t.Errorf("the last progress line %v, want the counts and two partitions' lag; log:\n%.2000s", last, log.String())
 	}
 }
+
+// TestMemberStats reads a member's counts while it runs: with every request
+// held, each partition's lag is all its records and nothing is fed; once
+// they are answered and the member has stopped, the counts are its
+// Report's.
+func TestMemberStats(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 2)
+	addrs := c.ListenAddrs()
+	recs := produce(t, addrs, 300)
+	v := newVespa(t, len(recs)+1) // never all
+	heldN := 0
+	held := make(chan struct{})
+	v.hold = func(string) bool { // hold every request, v.mu held
+		if heldN++; heldN == 2 {
+			close(held)
+		}
+		return true
+	}
+	mb, err := New(Config{Brokers: addrs, Topic: opsTopic, Group: "stats", FailedTopic: deadTopic,
+		SessionTimeout: time.Second, Feed: feed.Config{URL: v.URL, MaxOutage: -1}, Log: testLog{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan Report, 1)
+	go func() {
+		res, err := mb.Run(ctx, t.Context())
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	await(t, held, v.missing)
+	_, ends := committed(t, addrs, "stats")
+	s := mb.Stats()
+	if s.Fed != 0 || len(s.Lag) != 2 {
+		t.Errorf("Stats() while held = %+v, want nothing fed and the lag of 2 partitions", s)
+	}
+	for p, end := range ends {
+		if s.Lag[p] != end {
+			t.Errorf("partition %d: lag %d while nothing is committed, want its %d records", p, s.Lag[p], end)
+		}
+	}
+	if mb.Feed().Stats().InFlight == 0 {
+		t.Errorf("Feed().Stats() = %+v: want the held requests in flight", mb.Feed().Stats())
+	}
+	cancel()
+	close(v.release)
+	res := await(t, done, v.missing)
+	s = mb.Stats()
+	if s.Fed != res.Fed || s.Commits != res.Commits || s.DeadLettered != res.DeadLettered || s.Fed == 0 {
+		t.Errorf("Stats() after Run = %+v, want the counts of its Report %+v", s, res)
+	}
+	if _, err := mb.Run(t.Context(), t.Context()); err == nil {
+		t.Error("a second Run did not fail")
+	}
+}

@@ -58,6 +58,11 @@ func exported(t *testing.T) map[string][]string {
 		func() error { _, err := otelretries.RegisterBudget("docs", budget, mp); return err },
 		func() error { _, err := otelretries.RegisterFeed("docs", c, mp); return err },
 		func() error { _, err := otelretries.RegisterVisit("docs", v, mp); return err },
+		func() error {
+			stats := func() otelretries.KafkaStats { return otelretries.KafkaStats{Fed: 1, Lag: map[int32]int64{0: 3}} }
+			_, err := otelretries.RegisterKafka("docs", stats, mp)
+			return err
+		},
 	} {
 		if err := reg(); err != nil {
 			t.Fatal(err)
