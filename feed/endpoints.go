@@ -80,6 +80,26 @@ func (e *endpoint) tell(opened bool, sent time.Time) {
 	}
 }
 
+// Endpoint is one endpoint of a Client and the shared objects that pace
+// it, for monitoring (otelretries.RegisterLimiter and RegisterBreaker, say):
+// its adaptive limiter (nil with a fixed Config.Concurrency) and its
+// breaker. The Client owns them; a caller reads them.
+type Endpoint struct {
+	URL     string // as given, without a password
+	Limiter *retries.Limiter
+	Breaker *retries.Breaker
+}
+
+// Endpoints returns c's endpoints, in the order of Config.URLs (or the one
+// of Config.URL).
+func (c *Client) Endpoints() []Endpoint {
+	out := make([]Endpoint, len(c.endpoints))
+	for i, e := range c.endpoints {
+		out[i] = Endpoint{URL: e.redactedURL(), Limiter: e.limiter, Breaker: e.breaker}
+	}
+	return out
+}
+
 // redactedURL is the endpoint's URL without a password, for the summary.
 func (e *endpoint) redactedURL() string {
 	u, err := url.Parse(e.url)

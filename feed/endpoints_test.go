@@ -288,3 +288,45 @@ func TestFeedEndpointFailsBeforeBreaker(t *testing.T) {
 		})
 	}
 }
+
+// TestClientEndpoints: Endpoints gives each endpoint's URL without its
+// password, and the limiter and breaker that paced its requests (no
+// limiter with a fixed concurrency).
+func TestClientEndpoints(t *testing.T) {
+	t.Parallel()
+	a, b := feedtest.New(t, nil), feedtest.New(t, nil)
+	withPassword := strings.Replace(b.URL, "http://", "http://u:secret@", 1)
+	cfg := testFeedConfig("", nil)
+	cfg.URL, cfg.URLs = "", []string{a.URL, withPassword}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Feed(context.Background(), Read(strings.NewReader(puts(100))), nil); err != nil {
+		t.Fatal(err)
+	}
+	eps := c.Endpoints()
+	if len(eps) != 2 || eps[0].URL != a.URL || strings.Contains(eps[1].URL, "secret") {
+		t.Fatalf("Endpoints() = %+v, want %s and %s without its password", eps, a.URL, b.URL)
+	}
+	var ok int64
+	for _, e := range eps {
+		if e.Limiter == nil || e.Breaker == nil {
+			t.Fatalf("Endpoints() = %+v: want a limiter and a breaker each", eps)
+		}
+		ok += e.Breaker.Stats().Successes
+	}
+	if ok != 100 {
+		t.Errorf("the breakers judged %d successes, want the 100 puts", ok)
+	}
+	cfg.Concurrency = 4
+	fixed, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fixed.Close()
+	if l := fixed.Endpoints()[0].Limiter; l != nil {
+		t.Errorf("with a fixed concurrency, Endpoints()[0].Limiter = %v, want nil", l)
+	}
+}
