@@ -69,6 +69,8 @@ func (e *endpoint) opened() { e.tell(true, time.Time{}) }
 // operation whose request went out at sent, if that was after they asked.
 func (e *endpoint) acked(sent time.Time) { e.tell(false, sent) }
 
+// tell gives those waiting for e's word the word: its breaker opened, or
+// it acknowledged an operation whose request went out at sent.
 func (e *endpoint) tell(opened bool, sent time.Time) {
 	v := e.word.Load()
 	if v == nil || !opened && sent.Before(v.since) { // the common case: nobody waits

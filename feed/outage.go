@@ -306,10 +306,10 @@ const witnesses = 5
 // feed say, fail again and again, and could open the breaker on them.
 // Unless the feed's window is full of such operations, more than witnesses
 // of them: then none can come, their failures are the word (an outage, by
-// the breaker's own count), and they all go round again. Not
-// when the operation's own context ended, nor when the feed is stopping,
-// nor for an operation not safe to repeat whose earlier request may have
-// been applied; at most maxRedials rounds, counted with redial's.
+// the breaker's own count), and they all go round again. Not when the
+// operation's own context ended, nor when the feed is stopping, nor for an
+// operation not safe to repeat whose earlier request may have been
+// applied; at most maxRedials rounds, counted with redial's.
 func (c *Client) outlast(ctx context.Context, e *endpoint, op *operation, st *opState, v any, err error) bool {
 	rule := retryUnsafe
 	if op.safe {
