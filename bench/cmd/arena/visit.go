@@ -31,7 +31,9 @@ import (
 // (429 beyond, as Vespa answers too many visitors); a request ends after
 // timeout with a token. fault answers 503 before a request starts; reset
 // cuts a page before it is written, and a stream in the middle of a bucket,
-// for that share of the buckets.
+// for that share of the buckets. An outage answers 503 (or resets) a
+// request that starts in it and cuts one in progress at its next bucket;
+// a visit whose client went away stops there too.
 type visitStore struct {
 	docs, buckets int
 	bucketTime    time.Duration
@@ -137,7 +139,7 @@ func (v *visitStore) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if q.Get("stream") == "true" && strings.Contains(r.Header.Get("Accept"), "application/jsonl") {
 		v.streams.Add(1)
-		v.stream(w, buckets, next, deadline, token)
+		v.stream(w, r, buckets, next, deadline, token)
 		return
 	}
 	v.pages.Add(1)
@@ -146,6 +148,9 @@ func (v *visitStore) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	count := 0
 	for ; next < len(buckets) && count < wanted && (deadline.IsZero() || time.Now().Before(deadline)); next++ {
 		v.visitBucket()
+		if v.gone(w, r) {
+			return
+		}
 		for d := buckets[next]; d < v.docs; d += v.buckets {
 			if count > 0 {
 				b.WriteByte(',')
@@ -168,6 +173,21 @@ func (v *visitStore) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, b.String())
 }
 
+// gone reports whether a visit in progress ends before its next bucket:
+// the client went away (Vespa's handler stops visiting then, and frees the
+// visitor), or an outage began, which cuts it.
+func (v *visitStore) gone(w http.ResponseWriter, r *http.Request) bool {
+	if r.Context().Err() != nil {
+		return true
+	}
+	if v.outage != nil && v.outage() {
+		v.cut.Add(1)
+		resetConn(w)
+		return true
+	}
+	return false
+}
+
 // visitBucket takes one bucket's time.
 func (v *visitStore) visitBucket() {
 	if v.bucketTime > 0 {
@@ -177,7 +197,7 @@ func (v *visitStore) visitBucket() {
 
 // stream writes the slice's buckets from next on as JSON lines, in
 // Vespa's order of tokens, until the slice's end or the deadline.
-func (v *visitStore) stream(w http.ResponseWriter, buckets []int, next int, deadline time.Time, token func(int) string) {
+func (v *visitStore) stream(w http.ResponseWriter, r *http.Request, buckets []int, next int, deadline time.Time, token func(int) string) {
 	w.Header().Set("Content-Type", "application/jsonl; charset=UTF-8")
 	w.WriteHeader(http.StatusOK)
 	flush := func() { w.(http.Flusher).Flush() }
@@ -191,6 +211,9 @@ func (v *visitStore) stream(w http.ResponseWriter, buckets []int, next int, dead
 	sent, pending := 0, -1
 	for ; next < len(buckets) && (deadline.IsZero() || time.Now().Before(deadline)); next++ {
 		v.visitBucket()
+		if v.gone(w, r) {
+			return
+		}
 		cutAt := -1
 		if v.roll() < v.reset {
 			cutAt = 0
@@ -206,7 +229,9 @@ func (v *visitStore) stream(w http.ResponseWriter, buckets []int, next int, dead
 				panic(http.ErrAbortHandler)
 			}
 			i++
-			_, _ = io.WriteString(w, `{"put":"`+docIDOf(d)+`","fields":`+fieldsOf(d)+"}\n")
+			if _, err := io.WriteString(w, `{"put":"`+docIDOf(d)+`","fields":`+fieldsOf(d)+"}\n"); err != nil {
+				return // the client went away
+			}
 			v.sent.Add(1)
 			sent++
 			if pending >= 0 { // the token of a finished bucket goes out after the next document
