@@ -605,6 +605,21 @@ func TestKcatProducer(t *testing.T) {
 	}
 }
 
+// holdingVespa returns a vespa for n records that holds every request,
+// and a channel closed once two are held.
+func holdingVespa(t *testing.T, n int) (*vespa, <-chan struct{}) {
+	v := newVespa(t, n+1) // never all
+	heldN := 0
+	held := make(chan struct{})
+	v.hold = func(string) bool { // v.mu held
+		if heldN++; heldN == 2 {
+			close(held)
+		}
+		return true
+	}
+	return v, held
+}
+
 // TestLagAtStop: a member stopped while most of the topic is not fed
 // reports as its lag the records of its partitions not committed at the
 // stop, as the group's commits and the partitions' ends count them (it
@@ -615,15 +630,7 @@ func TestLagAtStop(t *testing.T) {
 	c := newCluster(t, 2)
 	addrs := c.ListenAddrs()
 	recs := produce(t, addrs, 1000)
-	v := newVespa(t, len(recs)+1) // never all
-	heldN := 0
-	held := make(chan struct{})
-	v.hold = func(string) bool { // hold every request, v.mu held
-		if heldN++; heldN == 2 {
-			close(held)
-		}
-		return true
-	}
+	v, held := holdingVespa(t, len(recs))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan Report, 1)
 	go func() {
@@ -887,23 +894,14 @@ func TestProgressJSON(t *testing.T) {
 
 // TestMemberStats reads a member's counts while it runs: with every request
 // held, each partition's lag is its records past the commit and nothing
-// is fed; once
-// they are answered and the member has stopped, the counts are its
-// Report's.
+// is fed; once they are answered and the member has stopped, the counts
+// are its Report's.
 func TestMemberStats(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, 2)
 	addrs := c.ListenAddrs()
 	recs := produce(t, addrs, 300)
-	v := newVespa(t, len(recs)+1) // never all
-	heldN := 0
-	held := make(chan struct{})
-	v.hold = func(string) bool { // hold every request, v.mu held
-		if heldN++; heldN == 2 {
-			close(held)
-		}
-		return true
-	}
+	v, held := holdingVespa(t, len(recs))
 	mb, err := New(Config{Brokers: addrs, Topic: opsTopic, Group: "stats", FailedTopic: deadTopic,
 		SessionTimeout: time.Second, Feed: feed.Config{URL: v.URL, MaxOutage: -1}, Log: testLog{t}})
 	if err != nil {
