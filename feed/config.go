@@ -32,8 +32,9 @@ type Config struct {
 	// breaker.
 	URLs   []string
 	Header http.Header // sent with every request; never printed
-	// Concurrency > 0 fixes the requests in flight per endpoint and turns
-	// the adaptive limiter off; 0: the limiter decides.
+	// Concurrency > 0 fixes the operations in flight, in all over the
+	// endpoints, and turns the adaptive limiter off; 0: each endpoint's
+	// limiter decides.
 	Concurrency int
 	MaxInFlight int // the limiter's cap; 0: DefaultMaxInFlight
 	// MaxDispatchBytes bounds the size of the operations dispatched at
