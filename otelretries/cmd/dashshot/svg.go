@@ -37,8 +37,8 @@ const (
 var palette = []string{"#7eb26d", "#eab839", "#6ed0e0", "#ef843c", "#e24d42", "#1f78c1", "#ba43a9", "#705da0", "#508642", "#cca300"}
 
 // writeSVG draws the panels, Grafana's dark theme in spirit, over the run's
-// span of seconds.
-func writeSVG(w io.Writer, title, note string, panels []panelData, span float64) {
+// span of seconds, scraped every step seconds.
+func writeSVG(w io.Writer, title, note string, panels []panelData, span, step float64) {
 	height := 0
 	for _, p := range panels {
 		height = max(height, (p.y+p.h)*unitH)
@@ -57,7 +57,7 @@ func writeSVG(w io.Writer, title, note string, panels []panelData, span float64)
 		}
 		fmt.Fprintf(w, `<rect x="%d" y="%d" width="%d" height="%d" fill="#181b1f" stroke="#2c3235"/>`+"\n", x, y, pw, ph)
 		fmt.Fprintf(w, `<text x="%d" y="%d" fill="#d8d9da" font-size="12" font-weight="bold">%s</text>`+"\n", x+8, y+17, html.EscapeString(p.title))
-		drawPlot(w, p, x+52, y+26, pw-60, ph-26-legendHeight(p), span)
+		drawPlot(w, p, x+52, y+26, pw-60, ph-26-legendHeight(p), span, step)
 	}
 	fmt.Fprintln(w, `</svg>`)
 }
@@ -65,7 +65,10 @@ func writeSVG(w io.Writer, title, note string, panels []panelData, span float64)
 // legendHeight is the room the panel's legend takes.
 func legendHeight(p panelData) int { return 14*min(len(p.lines), 4) + 22 }
 
-func drawPlot(w io.Writer, p panelData, x, y, pw, ph int, span float64) {
+// drawPlot draws p's lines in the plot area at x, y, pw wide and ph high,
+// a line broken where it has no value for more than a scrape (step
+// seconds).
+func drawPlot(w io.Writer, p panelData, x, y, pw, ph int, span, step float64) {
 	if p.err != "" || len(p.lines) == 0 {
 		msg := "No data"
 		if p.err != "" {
@@ -91,14 +94,23 @@ func drawPlot(w io.Writer, p panelData, x, y, pw, ph int, span float64) {
 		fmt.Fprintf(w, `<text x="%.1f" y="%d" fill="#8e8e8e" font-size="10" text-anchor="middle">%.0fs</text>`+"\n", gx, y+ph+12, s)
 	}
 	for i, l := range p.lines {
+		color := palette[i%len(palette)]
 		var pts []string
+		flush := func() {
+			if len(pts) > 0 {
+				fmt.Fprintf(w, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", color, strings.Join(pts, " "))
+			}
+			pts = pts[:0]
+		}
 		for j := range l.t {
+			if j > 0 && l.t[j]-l.t[j-1] > 1.5*step { // no value between: a gap, as Grafana leaves it
+				flush()
+			}
 			px := float64(x) + float64(pw)*l.t[j]/span
 			py := float64(y+ph) - float64(ph)*l.v[j]/hi
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px, py))
 		}
-		color := palette[i%len(palette)]
-		fmt.Fprintf(w, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", color, strings.Join(pts, " "))
+		flush()
 		if i < 4 {
 			ly := y + ph + 28 + 14*i
 			last := l.v[len(l.v)-1]
