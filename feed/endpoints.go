@@ -41,10 +41,9 @@ type endpoint struct {
 var errMoved = errors.New("moved to another endpoint")
 
 // word is an endpoint's next word on its health: done is closed when it
-// acknowledges an operation sent after since (opened false) or its breaker
-// opens (opened true).
+// acknowledges an operation sent while the word was awaited (opened
+// false) or its breaker opens (opened true).
 type word struct {
-	since  time.Time // when it was first asked for
 	done   chan struct{}
 	opened bool
 }
@@ -55,7 +54,7 @@ func (e *endpoint) nextWord() *word {
 		if v := e.word.Load(); v != nil {
 			return v
 		}
-		v := &word{since: time.Now(), done: make(chan struct{})}
+		v := &word{done: make(chan struct{})}
 		if e.word.CompareAndSwap(nil, v) {
 			return v
 		}
@@ -63,22 +62,20 @@ func (e *endpoint) nextWord() *word {
 }
 
 // opened tells those waiting for e's word that its breaker opened.
-func (e *endpoint) opened() { e.tell(true, time.Time{}) }
+func (e *endpoint) opened() {
+	if v := e.word.Swap(nil); v != nil {
+		v.opened = true
+		close(v.done)
+	}
+}
 
 // acked tells those waiting for e's word that it acknowledged an
-// operation whose request went out at sent, if that was after they asked.
-func (e *endpoint) acked(sent time.Time) { e.tell(false, sent) }
-
-// tell gives those waiting for e's word the word: its breaker opened, or
-// it acknowledged an operation whose request went out at sent.
-func (e *endpoint) tell(opened bool, sent time.Time) {
-	v := e.word.Load()
-	if v == nil || !opened && sent.Before(v.since) { // the common case: nobody waits
-		return
-	}
-	if e.word.CompareAndSwap(v, nil) {
-		v.opened = opened
-		close(v.done)
+// operation whose request went out while seen (e.word then) was awaited;
+// one sent before the word was asked for may have been answered as an
+// outage began, and says nothing.
+func (e *endpoint) acked(seen *word) {
+	if seen != nil && e.word.CompareAndSwap(seen, nil) {
+		close(seen.done)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 )
 
 // sendFeedOp sends op of run r, and reports whether the later operations
@@ -115,7 +114,7 @@ func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 	if !op.safe {
 		client = e.unsafeOps
 	}
-	sent := time.Now()
+	seen := e.word.Load() // the word awaited as the request goes out, if any (see acked)
 	resp, err := client.Do(req)
 	if err != nil {
 		return c.classifyError(ctx, e, op, st, err)
@@ -125,7 +124,7 @@ func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 		// connection is reused, without a buffer of its own.
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
 		_ = resp.Body.Close()
-		e.acked(sent)
+		e.acked(seen)
 		return verdict{how: endAcked, status: resp.StatusCode}
 	}
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
@@ -138,7 +137,7 @@ func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 	case resp.StatusCode == http.StatusPreconditionFailed, // an answer: the condition was not met
 		resp.StatusCode == http.StatusNotFound && op.kind == Remove: // an answer: there was nothing to remove
 		v.how = endAcked
-		e.acked(sent)
+		e.acked(seen)
 	case c.detour(ctx, e, op, st, resp, nil), c.outlast(ctx, e, op, st, resp, nil):
 		return verdict{moved: true}
 	default:
