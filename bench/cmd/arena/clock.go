@@ -65,15 +65,11 @@ func (k *runClock) since() time.Duration {
 // factor is the capacity's factor now.
 func (k *runClock) factor() float64 { return factorAt(k.phases, k.since()) }
 
-// window says whether now lies in [start+at, start+at+dur), start being
-// what started holds (UnixNano), or never before it is set.
-func window(started *atomic.Int64, at, dur time.Duration) func() bool {
+// within says whether now lies in [at, at+dur) after the start, never
+// before it.
+func (k *runClock) within(at, dur time.Duration) func() bool {
 	return func() bool {
-		s := started.Load()
-		if s == 0 || dur <= 0 {
-			return false
-		}
-		since := time.Since(time.Unix(0, s))
-		return since >= at && since < at+dur
+		since := k.since()
+		return k.started.Load() != 0 && dur > 0 && since >= at && since < at+dur
 	}
 }

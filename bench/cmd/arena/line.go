@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -95,7 +95,7 @@ func (m measure) resources() string {
 func (m measure) requests(methods ...string) (n int, by string) {
 	codes := map[int]int{}
 	for method, s := range m.statuses {
-		if len(methods) > 0 && !contains(methods, method) {
+		if len(methods) > 0 && !slices.Contains(methods, method) {
 			continue
 		}
 		for code, k := range s {
@@ -113,15 +113,6 @@ func (m measure) requests(methods ...string) (n int, by string) {
 		parts[i] = fmt.Sprintf("%d:%d", code, codes[code])
 	}
 	return n, strings.Join(parts, " ")
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // fairness is each feeder's documents a second over its own run, and
@@ -259,18 +250,4 @@ func corpusNumber(id string) (int, bool) {
 	}
 	n, err := strconv.Atoi(key)
 	return n, err == nil && n >= 0 && strconv.Itoa(n) == key
-}
-
-// equalJSON reports whether two decoded JSON values are equal.
-func equalJSON(a, b map[string]any) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		w, ok := b[k]
-		if !ok || !reflect.DeepEqual(v, w) {
-			return false
-		}
-	}
-	return true
 }

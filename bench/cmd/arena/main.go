@@ -186,7 +186,7 @@ func run(c config, feeder []string) (string, error) {
 		vs = newVisitStore(c, clock)
 	}
 	if c.outageKind != "down" && dur > 0 {
-		out := window(&started, at, dur)
+		out := clock.within(at, dur)
 		if c.outageOn != "get" || !c.copy {
 			st.outage = out
 		}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -151,7 +152,7 @@ func sameFields(id string, fields json.RawMessage) bool {
 	}
 	var got, want map[string]any
 	return json.Unmarshal(fields, &got) == nil && json.Unmarshal([]byte(fieldsOf(n)), &want) == nil &&
-		equalJSON(got, want)
+		reflect.DeepEqual(got, want)
 }
 
 // resetConn closes the connection of w without an answer.
