@@ -43,13 +43,9 @@ func RegisterFeed(name string, c *feed.Client, opts ...Option) (metric.Registrat
 	pauses := counter("retries.feed.pauses", "{pause}", "Outages that paused a feed.")
 	inflight := ins.gauge("retries.feed.inflight", "{request}", "Requests of a feed on the wire.")
 	pausedNow := ins.gauge("retries.feed.paused_now", "{pause}", "1 while a feed is paused by an outage, 0 otherwise.")
+	paused := ins.floatCounter("retries.feed.paused", "s", "The time a feed was paused by outages.")
 	if ins.err != nil {
 		return nil, ins.err
-	}
-	paused, err := m.Float64ObservableCounter("retries.feed.paused", metric.WithUnit("s"),
-		metric.WithDescription("The time a feed was paused by outages."))
-	if err != nil {
-		return nil, err
 	}
 	named := NameKey.String(name)
 	attrs := metric.WithAttributes(named)

@@ -26,3 +26,12 @@ func (o *observables) gauge(name, unit, desc string) metric.Int64ObservableGauge
 	o.err = err
 	return i
 }
+
+func (o *observables) floatCounter(name, unit, desc string) metric.Float64ObservableCounter {
+	if o.err != nil {
+		return nil
+	}
+	i, err := o.m.Float64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	o.err = err
+	return i
+}
