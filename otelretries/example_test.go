@@ -37,3 +37,30 @@ func ExampleNewObserver() {
 	// Output:
 	// retries.calls SyncRequest success 1
 }
+
+// This example reports a Kafka member's lag. A program converts its
+// member's counts, kafka.Member.Stats, with KafkaStats(m.Stats()); here
+// they are fixed.
+func ExampleRegisterKafka() {
+	reader := sdkmetric.NewManualReader()
+	stats := func() otelretries.KafkaStats {
+		return otelretries.KafkaStats{Fed: 900, Lag: map[int32]int64{3: 120}}
+	}
+	if _, err := otelretries.RegisterKafka("orders", stats,
+		otelretries.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))); err != nil {
+		panic(err)
+	}
+
+	var rm metricdata.ResourceMetrics
+	_ = reader.Collect(context.Background(), &rm)
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if g, ok := m.Data.(metricdata.Gauge[int64]); ok && m.Name == "retries.kafka.lag" {
+			for _, dp := range g.DataPoints {
+				p, _ := dp.Attributes.Value(otelretries.PartitionKey)
+				fmt.Println(m.Name, "partition", p.AsInt64(), dp.Value)
+			}
+		}
+	}
+	// Output:
+	// retries.kafka.lag partition 3 120
+}
