@@ -180,15 +180,32 @@ func TestResumable(t *testing.T) {
 			for i := range 500 {
 				fmt.Fprintf(&in, "{\"put\":\"id:a:b::%d\",\"fields\":{}}\n", i)
 			}
+			// The interrupt comes once two requests are held and the third
+			// operation was taken by the feed (the reader is at the fourth):
+			// else it may come before the feed read anything it did not send.
+			fourth := make(chan struct{})
+			read := Read(strings.NewReader(in.String()))
+			ops := func(yield func(Operation, error) bool) {
+				i := 0
+				for o, err := range read {
+					if i++; i == 4 {
+						close(fourth)
+					}
+					if !yield(o, err) {
+						return
+					}
+				}
+			}
 			ctx, cancel := context.WithCancel(t.Context())
 			go func() {
 				<-held
 				<-held
+				<-fourth
 				cancel()
 			}()
 			var mu sync.Mutex
 			notSent := 0
-			_ = c.Feed(ctx, Read(strings.NewReader(in.String())), func(_ Operation, _ Result, err error) {
+			_ = c.Feed(ctx, ops, func(_ Operation, _ Result, err error) {
 				if errors.Is(err, ErrNotSent) {
 					mu.Lock()
 					notSent++
