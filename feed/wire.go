@@ -419,8 +419,9 @@ func isTLSError(err error) bool {
 }
 
 // isDialError reports whether err is a failure to connect, before anything
-// was sent.
+// was sent: a dial that failed, or a new connection's first write refused
+// by Config.Lease.
 func isDialError(err error) bool {
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	return errors.As(err, &op) && op.Op == "dial" || isFreshLeaseError(err)
 }

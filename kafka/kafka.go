@@ -26,7 +26,11 @@
 // the group cannot have given its partitions to another member. A member
 // whose process stalled past its session timeout wakes up with its lease run
 // out, and sends nothing until a commit renews it or the group takes its
-// partitions, so it never overwrites what their new owner wrote.
+// partitions, so it never overwrites what their new owner wrote. The lease
+// is checked before each request and again as the request is written to
+// its connection (feed.Config.Lease), so that a process stopped between
+// the two does not send it when it wakes; what is left is a stop in the
+// moment between that check and the write's system call.
 package kafka
 
 import (
@@ -205,7 +209,7 @@ func New(cfg Config) (*Member, error) {
 	m := newMember(cfg)
 	m.commitOffsets = m.commitSync
 	fc := cfg.Feed
-	fc.Failed, fc.Unknown, fc.Unread, fc.Resumable, fc.BeforeUnsafe, fc.Fence = nil, nil, nil, true, m.beforeUnsafe, m.fence
+	fc.Failed, fc.Unknown, fc.Unread, fc.Resumable, fc.BeforeUnsafe, fc.Fence, fc.Lease = nil, nil, nil, true, m.beforeUnsafe, m.fence, m.lease
 	if fc.Log == nil {
 		fc.Log = cfg.Log
 	}
@@ -846,6 +850,15 @@ func (m *member) fence(ctx context.Context, op feed.Operation) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// lease is the feed's Lease: the fence's lease, checked again as each
+// request is written, so that a process that stalled between the fence
+// and the write does not send what it had let through when it wakes.
+func (m *member) lease() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.leaseUntil
 }
 
 // renew renews the lease from sent, when a commit sent then was accepted.

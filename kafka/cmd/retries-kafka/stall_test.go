@@ -30,7 +30,7 @@ type versionStore struct {
 	mu    sync.Mutex
 	state map[string]int // document: the seq of the last put applied; -1 removed
 	woken bool           // count the writes from now on
-	late  int            // writes applied since woken
+	late  []string       // writes applied since woken
 }
 
 func newVersionStore(t *testing.T) *versionStore {
@@ -53,7 +53,7 @@ func newVersionStore(t *testing.T) *versionStore {
 		data, _ := io.ReadAll(r.Body)
 		s.mu.Lock()
 		if s.woken {
-			s.late++
+			s.late = append(s.late, r.Method+" "+id+" "+string(data))
 		}
 		switch r.Method {
 		case http.MethodPost:
@@ -181,9 +181,9 @@ func TestStalledMemberFenced(t *testing.T) {
 		}
 	}
 	if wrong > 0 {
-		t.Errorf("%d of %d documents end in another state than their last record's\nA:\n%.3000s", wrong, docs, aErr)
+		t.Errorf("%d of %d documents end in another state than their last record's; applied after A woke: %q\nA:\n%.3000s", wrong, docs, store.late, aErr)
 	}
-	t.Logf("A stopped at %d of %d committed; %d of its writes applied after it woke; every document's final state checked", sum(two), n, store.late)
+	t.Logf("A stopped at %d of %d committed; %d of its writes applied after it woke; every document's final state checked", sum(two), n, len(store.late))
 }
 
 // signalBuffer is a process's output that closes seen the first time it

@@ -1,0 +1,56 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"time"
+)
+
+// errLeaseOut is why a write to a connection was refused: Config.Lease
+// had run out.
+var errLeaseOut = errors.New("feed: the lease ran out before the request was written")
+
+// leaseError is a write refused by Config.Lease. fresh says that nothing
+// had been written to its connection before (the request's first bytes on
+// a new connection over HTTP/1.1, or a TLS handshake's): then nothing of
+// any request can have reached the server, as when a dial fails.
+type leaseError struct{ fresh bool }
+
+func (e *leaseError) Error() string { return errLeaseOut.Error() }
+
+func (e *leaseError) Unwrap() error { return errLeaseOut }
+
+// leasedConn is a connection that writes only while its lease lasts.
+type leasedConn struct {
+	net.Conn
+	lease   func() time.Time
+	written atomic.Bool // a write went out
+}
+
+func (c *leasedConn) Write(b []byte) (int, error) {
+	if !time.Now().Before(c.lease()) {
+		return 0, &leaseError{fresh: !c.written.Load()}
+	}
+	c.written.Store(true)
+	return c.Conn.Write(b)
+}
+
+// leaseDial returns dial with each connection it makes leased by lease.
+func leaseDial(dial func(context.Context, string, string) (net.Conn, error), lease func() time.Time) func(context.Context, string, string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &leasedConn{Conn: conn, lease: lease}, nil
+	}
+}
+
+// isFreshLeaseError reports whether err is a write that Config.Lease
+// refused before anything was written to its connection.
+func isFreshLeaseError(err error) bool {
+	var le *leaseError
+	return errors.As(err, &le) && le.fresh
+}

@@ -1,0 +1,120 @@
+package feed
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seed32e55400/retries/feed/feedtest"
+)
+
+// TestLeaseStopsAStalledWrite: a process stopped after Fence let a request
+// go and woken after its lease ran out (here, Fence lets each operation's
+// first request go and ends the lease as it returns) does not write that
+// request: the server never receives it, the operation passes Fence
+// again (which renews the lease, as a Kafka member's commit does) and is
+// applied once. A request refused before anything was written to its
+// connection cannot have been applied, so an update not safe to repeat is
+// sent again rather than reported as of unknown outcome; with HTTP/2, whose
+// connections carry several requests, only safe operations are fed.
+func TestLeaseStopsAStalledWrite(t *testing.T) {
+	t.Parallel()
+	for _, proto := range []string{"http/1.1", "h2c", "tls"} {
+		t.Run(proto, func(t *testing.T) {
+			t.Parallel()
+			var leaseOut atomic.Bool
+			var early atomic.Int64 // requests the server received while the lease was out
+			count := func(*http.Request) {
+				if leaseOut.Load() {
+					early.Add(1)
+				}
+			}
+			cfg := testFeedConfig("", nil)
+			cfg.Concurrency = 1
+			var requests func(method, path string) int
+			switch proto {
+			case "http/1.1":
+				srv := feedtest.New(t, func(r *http.Request, _ int) int { count(r); return 0 })
+				cfg.URL, requests = srv.URL, srv.Requests
+			case "h2c":
+				srv := feedtest.NewH2C(t)
+				cfg.URL, cfg.HTTP2, requests = srv.URL, true, srv.Requests
+			case "tls":
+				var mu sync.Mutex
+				seen := map[string]int{}
+				srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					count(r)
+					mu.Lock()
+					seen[r.Method+" "+r.URL.Path]++
+					mu.Unlock()
+					fmt.Fprintf(w, `{"id":%q}`, r.URL.Path)
+				}))
+				srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshakes the lease refused
+				srv.StartTLS()
+				t.Cleanup(srv.Close)
+				cfg.URL, cfg.TLS = srv.URL, srv.Client().Transport.(*http.Transport).TLSClientConfig
+				requests = func(method, path string) int {
+					mu.Lock()
+					defer mu.Unlock()
+					return seen[method+" "+path]
+				}
+			}
+			var mu sync.Mutex
+			fenced := map[string]int{}
+			cfg.Fence = func(_ context.Context, o Operation) error {
+				mu.Lock()
+				defer mu.Unlock()
+				fenced[o.ID]++
+				// The first time, the process stops as Fence returns and
+				// wakes with its lease run out; later, the lease is renewed.
+				leaseOut.Store(fenced[o.ID] == 1)
+				return nil
+			}
+			cfg.Lease = func() time.Time {
+				if leaseOut.Load() {
+					return time.Now().Add(-time.Second)
+				}
+				return time.Now().Add(time.Minute)
+			}
+			c, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := []string{"p1", "u1", "p2", "u2", "r1"}
+			input := `{"put":"id:a:b::p1","fields":{}}
+{"update":"id:a:b::u1","fields":{"n":{"increment":1}}}
+{"put":"id:a:b::p2","fields":{}}
+{"update":"id:a:b::u2","fields":{"n":{"increment":1}}}
+{"remove":"id:a:b::r1"}
+`
+			if proto == "h2c" {
+				ids = []string{"p1", "p2", "r1"}
+				input = "{\"put\":\"id:a:b::p1\",\"fields\":{}}\n{\"put\":\"id:a:b::p2\",\"fields\":{}}\n{\"remove\":\"id:a:b::r1\"}\n"
+			}
+			errs := map[string]error{}
+			_ = c.Feed(t.Context(), Read(strings.NewReader(input)), func(o Operation, _ Result, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				errs[o.ID] = err
+			})
+			if n := early.Load(); n != 0 {
+				t.Errorf("the server received %d requests written after the lease ran out", n)
+			}
+			for _, id := range ids {
+				method := map[byte]string{'p': "POST", 'u': "PUT", 'r': "DELETE"}[id[0]]
+				full := "id:a:b::" + id
+				if n := requests(method, "/document/v1/a/b/docid/"+id); errs[full] != nil || n != 1 || fenced[full] != 2 {
+					t.Errorf("%s ended with %v, sent %d times, passed Fence %d times; want acknowledged, sent once, Fence passed twice", id, errs[full], n, fenced[full])
+				}
+			}
+		})
+	}
+}
