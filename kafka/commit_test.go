@@ -85,27 +85,32 @@ func TestCommitsLandInPlanOrder(t *testing.T) {
 	})
 }
 
-// TestReservedMeta: the metadata lists runs of offsets, reads an older
-// member's frontier, and merges runs past its bound into one.
+// TestReservedMeta: the metadata lists runs of offsets, reserved and
+// ended, reads an older member's frontier, and merges runs past its bound
+// into one run of reservations.
 func TestReservedMeta(t *testing.T) {
 	runs := []ledger.Run{{12, 14}, {20, 20}, {31, 40}}
-	meta := reservedMeta(runs)
-	if meta != reservedKey+"12-14,20,31-40" {
+	ended := []ledger.Run{{15, 15}, {22, 25}}
+	meta := reservedMeta(runs, ended)
+	if meta != reservedKey+"12-14,20,31-40,d15,d22-25" {
 		t.Errorf("reservedMeta = %q", meta)
 	}
-	if got := parseReserved(&meta, 10); !slices.Equal(got, runs) {
-		t.Errorf("parseReserved(%q) = %v, want %v", meta, got, runs)
+	if got, gotEnded := parseReserved(&meta, 10); !slices.Equal(got, runs) || !slices.Equal(gotEnded, ended) {
+		t.Errorf("parseReserved(%q) = %v, %v; want %v, %v", meta, got, gotEnded, runs, ended)
+	}
+	if only := reservedMeta(nil, ended); only != reservedKey+"d15,d22-25" {
+		t.Errorf("reservedMeta of ended runs alone = %q", only)
 	}
 	old := oldReservedKey + "689"
-	if got := parseReserved(&old, 687); !slices.Equal(got, []ledger.Run{{687, 688}}) {
-		t.Errorf("parseReserved(%q) = %v, want [687 688]", old, got)
+	if got, gotEnded := parseReserved(&old, 687); !slices.Equal(got, []ledger.Run{{687, 688}}) || gotEnded != nil {
+		t.Errorf("parseReserved(%q) = %v, %v; want [687 688], none ended", old, got, gotEnded)
 	}
 	var many []ledger.Run
 	for i := range int64(1000) {
 		many = append(many, ledger.Run{10 * i, 10*i + 1})
 	}
-	if got := reservedMeta(many); got != reservedKey+"0-9991" {
-		t.Errorf("reservedMeta of 1000 runs = %.60q…, want one run over them all", got)
+	if got := reservedMeta(many[1:], many[:1]); got != reservedKey+"0-9991" {
+		t.Errorf("reservedMeta of 1000 runs = %.60q…, want one run of reservations over them all", got)
 	}
 }
 

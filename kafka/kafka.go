@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,7 +75,10 @@ const (
 
 // reservedKey prefixes the commit metadata that lists the reservations of
 // a partition: the offsets of the records not safe to repeat that may have
-// been sent and are not done, as runs ("12-14,21"). oldReservedKey
+// been sent and are not done, as runs ("12-14,21"), then, each run marked
+// with a "d", those that were reserved and are done past the committed
+// offset ("d17,d19-20"), which the next owner must not send again (a
+// member of an earlier version skips those fields). oldReservedKey
 // prefixed a frontier: every offset below it.
 const (
 	reservedKey    = "retries-reserved2="
@@ -616,8 +620,10 @@ func (m *member) ops(ctx context.Context) func(func(feed.Operation, error) bool)
 				continue // stopping: neither fed nor committed
 			}
 			m.mu.Lock()
-			_, found := it.p.led.Find(it.r.Offset)
-			stale := it.p.revoked || !found
+			ord, found := it.p.led.Find(it.r.Offset)
+			// A record that the last owner reserved and finished past the
+			// committed offset was applied (or reported): it is done.
+			stale := it.p.revoked || !found || it.p.led.EndedBefore(ord)
 			m.mu.Unlock()
 			if stale {
 				continue
@@ -1023,7 +1029,7 @@ func (m *member) commit(ctx context.Context, only map[int32]bool, final bool) {
 		if !s.AllDone {
 			offset = s.Pos
 		}
-		meta := reservedMeta(s.ReservedPos)
+		meta := reservedMeta(s.ReservedPos, s.EndedPos)
 		if offset == pt.committed && meta == pt.meta && !final && only == nil && !renew {
 			pt.led.Committed(s) // the group holds it already
 			continue
@@ -1073,37 +1079,53 @@ func (m *member) commit(ctx context.Context, only map[int32]bool, final bool) {
 	m.commits.Add(1)
 }
 
-// reservedMeta is the commit metadata of the reservations runs, offsets.
-func reservedMeta(runs []ledger.Run) string {
+// reservedMeta is the commit metadata of the reservations, and of the
+// reservations ended, as runs of offsets. Past maxReservedMeta it is one
+// run of reservations over them all: the next owner then reports the
+// records not safe to repeat in it as of unknown outcome, those done
+// included, rather than send one again.
+func reservedMeta(reserved, ended []ledger.Run) string {
 	var b strings.Builder
 	b.WriteString(reservedKey)
-	for i, r := range runs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.FormatInt(r[0], 10))
-		if r[1] != r[0] {
-			b.WriteByte('-')
-			b.WriteString(strconv.FormatInt(r[1], 10))
+	write := func(mark string, runs []ledger.Run) {
+		for _, r := range runs {
+			if b.Len() > len(reservedKey) {
+				b.WriteByte(',')
+			}
+			b.WriteString(mark)
+			b.WriteString(strconv.FormatInt(r[0], 10))
+			if r[1] != r[0] {
+				b.WriteByte('-')
+				b.WriteString(strconv.FormatInt(r[1], 10))
+			}
 		}
 	}
-	if b.Len() > maxReservedMeta { // one run over them all: more reserved, never fewer
-		return reservedKey + strconv.FormatInt(runs[0][0], 10) + "-" + strconv.FormatInt(runs[len(runs)-1][1], 10)
+	write("", reserved)
+	write("d", ended)
+	if b.Len() > maxReservedMeta { // one run over them all: more reserved, never fewer, none ended
+		all := slices.Concat(reserved, ended)
+		lo := slices.MinFunc(all, func(a, b ledger.Run) int { return cmp.Compare(a[0], b[0]) })[0]
+		hi := slices.MaxFunc(all, func(a, b ledger.Run) int { return cmp.Compare(a[1], b[1]) })[1]
+		return reservedKey + strconv.FormatInt(lo, 10) + "-" + strconv.FormatInt(hi, 10)
 	}
 	return b.String()
 }
 
 // parseReserved returns the reservations that the commit metadata meta
-// lists, as runs of offsets; from is the offset committed with it. An
-// older member's frontier N reserves from to N-1.
-func parseReserved(meta *string, from int64) []ledger.Run {
+// lists, and the reservations ended, as runs of offsets; from is the
+// offset committed with it. An older member's frontier N reserves from to
+// N-1.
+func parseReserved(meta *string, from int64) (reserved, ended []ledger.Run) {
 	if meta == nil {
-		return nil
+		return nil, nil
 	}
 	switch {
 	case strings.HasPrefix(*meta, reservedKey):
-		var runs []ledger.Run
 		for _, f := range strings.Split(strings.TrimPrefix(*meta, reservedKey), ",") {
+			runs := &reserved
+			if rest, ok := strings.CutPrefix(f, "d"); ok {
+				f, runs = rest, &ended
+			}
 			a, b, isRun := strings.Cut(f, "-")
 			lo, err1 := strconv.ParseInt(a, 10, 64)
 			hi, err2 := lo, error(nil)
@@ -1111,16 +1133,16 @@ func parseReserved(meta *string, from int64) []ledger.Run {
 				hi, err2 = strconv.ParseInt(b, 10, 64)
 			}
 			if err1 == nil && err2 == nil && lo <= hi {
-				runs = append(runs, ledger.Run{lo, hi})
+				*runs = append(*runs, ledger.Run{lo, hi})
 			}
 		}
-		return runs
+		return reserved, ended
 	case strings.HasPrefix(*meta, oldReservedKey):
 		if n, err := strconv.ParseInt(strings.TrimPrefix(*meta, oldReservedKey), 10, 64); err == nil && n > from {
-			return []ledger.Run{{from, n - 1}}
+			return []ledger.Run{{from, n - 1}}, nil
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // commitSync is commitOffsets through the member's client.
@@ -1176,7 +1198,7 @@ type partition struct {
 // newPartition returns the state of partition p assigned, with the
 // reservations prev of its last owner.
 func (m *member) newPartition(p int32, prev []ledger.Run) *partition {
-	pt := &partition{id: p, committed: -1, led: ledger.NewPos(prev)}
+	pt := &partition{id: p, committed: -1, led: ledger.NewPos(prev, nil)}
 	pt.led.SetAsked(m.asked)
 	pt.ctx, pt.cancel = context.WithCancel(context.Background())
 	return pt

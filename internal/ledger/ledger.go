@@ -32,6 +32,7 @@ type Ledger struct {
 	entries []entry // from the watermark on, in ordinal order
 	carried []int64 // reservations of an earlier feed by ordinal, not yet read, rising
 	prevPos []Run   // reservations of an earlier feed by position, rising
+	prevEnd []Run   // reserved elements an earlier feed finished, by position, rising
 	lastPos int64   // the position of the last element read; -1 before any
 
 	gen     uint64        // the last snapshot's generation
@@ -49,6 +50,7 @@ type entry struct {
 	// have generation 1, durable from the start.
 	gen     uint64
 	carried bool // an earlier feed reserved it
+	ended   bool // an earlier feed reserved and finished it
 }
 
 // New returns a ledger that resumes from an earlier feed's reservations:
@@ -66,10 +68,13 @@ func New(prev []Run) *Ledger {
 
 // NewPos is New for an earlier feed's reservations given by position (a
 // Kafka partition's offsets): each run covers the elements whose
-// positions lie in it.
-func NewPos(prev []Run) *Ledger {
+// positions lie in it. ended are the positions of the elements that the
+// earlier feed reserved and finished past its watermark (see
+// Snapshot.EndedPos): they are read as done, and EndedBefore reports them.
+func NewPos(prev, ended []Run) *Ledger {
 	l := newLedger()
 	l.prevPos = slices.Clone(prev)
+	l.prevEnd = slices.Clone(ended)
 	return l
 }
 
@@ -97,8 +102,14 @@ func (l *Ledger) Add(pos int64, aux int) int64 {
 	if len(l.prevPos) > 0 && l.prevPos[0][0] <= pos {
 		e.carried = true
 	}
-	if e.carried {
-		e.gen = 1 // an earlier feed's reservation stands until it is done
+	for len(l.prevEnd) > 0 && l.prevEnd[0][1] < pos {
+		l.prevEnd = l.prevEnd[1:]
+	}
+	if len(l.prevEnd) > 0 && l.prevEnd[0][0] <= pos {
+		e.ended, e.done, e.carried = true, true, false
+	}
+	if e.carried || e.ended {
+		e.gen = 1 // an earlier feed's reservation stands until it is done, and is listed as ended after
 	}
 	l.lastPos = pos
 	l.entries = append(l.entries, e)
@@ -153,6 +164,16 @@ func (l *Ledger) SentBefore(ord int64) bool {
 	defer l.mu.Unlock()
 	e := l.entry(ord)
 	return e != nil && e.carried
+}
+
+// EndedBefore reports whether an earlier feed reserved ord and finished
+// it (see NewPos): it is done, and must be neither sent nor reported
+// again.
+func (l *Ledger) EndedBefore(ord int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.entry(ord)
+	return e != nil && e.ended
 }
 
 // Reserve asks for the element ord to be reserved and waits until a
@@ -227,6 +248,13 @@ type Snapshot struct {
 	// elements read, or what is left past the last read of an earlier
 	// feed's runs by position.
 	Done, Reserved, ReservedPos []Run
+	// EndedPos are runs of positions of the elements reserved and done
+	// (sent and finished, or reported) past the watermark, and what is
+	// left past the last read of an earlier feed's (see NewPos): a feed
+	// that resumes from the watermark with Done in ordinals knows them
+	// already; one that keeps only positions and reservations must be told
+	// not to send them again.
+	EndedPos []Run
 	// AllDone reports that every element read is done.
 	AllDone bool
 	// Gen is the snapshot's generation, for Committed.
@@ -251,10 +279,18 @@ func (l *Ledger) Snapshot() Snapshot {
 		e := l.entries[0]
 		s.Ord, s.Pos, s.Aux = l.first, e.pos, e.aux
 	}
-	inRun := false // the element before was reserved
+	inRun, inEnded := false, false // the element before was reserved, or reserved and done
 	for j, e := range l.entries {
 		o := int64(j)
 		reserved := !e.done && e.gen != 0
+		ended := e.done && e.gen != 0 && j > 0 // the first is done only when all are: the watermark
+		switch {
+		case ended && inEnded:
+			s.EndedPos[len(s.EndedPos)-1][1] = e.pos
+		case ended:
+			s.EndedPos = append(s.EndedPos, Run{e.pos, e.pos})
+		}
+		inEnded = ended
 		switch {
 		case e.done:
 			s.Done = addRun(s.Done, o)
@@ -278,6 +314,11 @@ func (l *Ledger) Snapshot() Snapshot {
 	for _, r := range l.prevPos {
 		if r[1] > l.lastPos {
 			s.ReservedPos = append(s.ReservedPos, Run{max(r[0], l.lastPos+1), r[1]})
+		}
+	}
+	for _, r := range l.prevEnd {
+		if r[1] > l.lastPos {
+			s.EndedPos = append(s.EndedPos, Run{max(r[0], l.lastPos+1), r[1]})
 		}
 	}
 	// Nothing read: the earlier feed's state stands (the caller's).

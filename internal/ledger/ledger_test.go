@@ -139,7 +139,7 @@ func TestCarriedReservations(t *testing.T) {
 // not read yet stays in ReservedPos; this feed's reservations come out as
 // runs of positions.
 func TestCarriedByPosition(t *testing.T) {
-	l := NewPos([]Run{{12, 15}, {40, 49}})
+	l := NewPos([]Run{{12, 15}, {40, 49}}, nil)
 	for _, pos := range []int64{10, 11, 12, 14, 20, 21, 42} { // 13 and 15 are gone (compacted)
 		l.Add(pos, 0)
 	}
@@ -161,4 +161,48 @@ func TestCarriedByPosition(t *testing.T) {
 		t.Errorf("Reserved = %v, want %v (2, 3 and 6 carried, 5 asked)", s.Reserved, want)
 	}
 	l.Committed(s)
+}
+
+// TestEndedByPosition: the elements reserved and done past the watermark
+// come out in EndedPos, by position, until the watermark passes them; an
+// earlier feed's ended runs mark the elements read in them as done and
+// EndedBefore (neither sent nor reported again), and what is not read yet
+// stays in EndedPos. The earlier feed's reservations still come out in
+// ReservedPos, not in EndedPos, until they are done.
+func TestEndedByPosition(t *testing.T) {
+	l := NewPos([]Run{{11, 11}}, []Run{{13, 14}, {30, 31}})
+	ord := map[int64]int64{}
+	for _, pos := range []int64{10, 11, 12, 13, 14, 15, 16} {
+		ord[pos] = l.Add(pos, 0)
+	}
+	if !l.EndedBefore(ord[13]) || !l.EndedBefore(ord[14]) || l.EndedBefore(ord[12]) || l.EndedBefore(ord[11]) {
+		t.Error("EndedBefore does not follow the ended runs by position")
+	}
+	if !l.SentBefore(ord[11]) || l.SentBefore(ord[13]) {
+		t.Error("SentBefore: an ended element is not a reservation to report")
+	}
+	// 15 and 16 are reserved and made durable; 16 is then done, as is 11
+	// (reported by this feed); 10 is not done: the watermark stays at 10.
+	for _, pos := range []int64{15, 16} {
+		go func() { _ = l.Reserve(context.Background(), ord[pos]) }()
+		<-l.Asked()
+		l.Committed(l.Snapshot())
+	}
+	l.Done(ord[16])
+	l.Done(ord[11])
+	s := l.Snapshot()
+	if want := []Run{{11, 11}, {13, 14}, {16, 16}, {30, 31}}; !slices.Equal(s.EndedPos, want) {
+		t.Errorf("EndedPos = %v, want %v", s.EndedPos, want)
+	}
+	if want := []Run{{15, 15}}; !slices.Equal(s.ReservedPos, want) {
+		t.Errorf("ReservedPos = %v, want %v", s.ReservedPos, want)
+	}
+	// Once the watermark passes them, they are not listed.
+	l.Done(ord[10])
+	l.Done(ord[12])
+	l.Done(ord[15])
+	s = l.Snapshot()
+	if want := []Run{{30, 31}}; !slices.Equal(s.EndedPos, want) || s.ReservedPos != nil || s.Pos != 16 {
+		t.Errorf("past the watermark %d: EndedPos = %v, ReservedPos = %v; want %v and none", s.Pos, s.EndedPos, s.ReservedPos, want)
+	}
 }
