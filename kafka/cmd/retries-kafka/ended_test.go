@@ -95,7 +95,9 @@ func TestAcknowledgedIncrementNotRepeated(t *testing.T) {
 	letters := deadLetters(t, addrs)
 	mu.Lock()
 	defer mu.Unlock()
-	if applied["p0"] != 1 || applied["c1"] != 1 || len(letters) != 0 {
-		t.Errorf("p0 applied %d times, c1 %d times, dead letters %v; want once each, none\nB:\n%.3000s", applied["p0"], applied["c1"], letters, bErr)
+	// The put may be applied twice: A's request, held as A was killed, can
+	// be answered as the hold ends (a put is fed at least once).
+	if applied["p0"] < 1 || applied["c1"] != 1 || len(letters) != 0 {
+		t.Errorf("p0 applied %d times, c1 %d times, dead letters %v; want p0 at least once, c1 once, none\nB:\n%.3000s", applied["p0"], applied["c1"], letters, bErr)
 	}
 }
