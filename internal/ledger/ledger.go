@@ -284,13 +284,9 @@ func (l *Ledger) Snapshot() Snapshot {
 		o := int64(j)
 		reserved := !e.done && e.gen != 0
 		ended := e.done && e.gen != 0 && j > 0 // the first is done only when all are: the watermark
-		switch {
-		case ended && inEnded:
-			s.EndedPos[len(s.EndedPos)-1][1] = e.pos
-		case ended:
-			s.EndedPos = append(s.EndedPos, Run{e.pos, e.pos})
-		}
-		inEnded = ended
+		s.ReservedPos = addPos(s.ReservedPos, reserved, inRun, e.pos)
+		s.EndedPos = addPos(s.EndedPos, ended, inEnded, e.pos)
+		inRun, inEnded = reserved, ended
 		switch {
 		case e.done:
 			s.Done = addRun(s.Done, o)
@@ -300,29 +296,37 @@ func (l *Ledger) Snapshot() Snapshot {
 		default:
 			s.AllDone = false
 		}
-		switch {
-		case reserved && inRun:
-			s.ReservedPos[len(s.ReservedPos)-1][1] = e.pos
-		case reserved:
-			s.ReservedPos = append(s.ReservedPos, Run{e.pos, e.pos})
-		}
-		inRun = reserved
 	}
 	for _, o := range l.carried {
 		s.Reserved = addRun(s.Reserved, o-l.first)
 	}
-	for _, r := range l.prevPos {
-		if r[1] > l.lastPos {
-			s.ReservedPos = append(s.ReservedPos, Run{max(r[0], l.lastPos+1), r[1]})
-		}
-	}
-	for _, r := range l.prevEnd {
-		if r[1] > l.lastPos {
-			s.EndedPos = append(s.EndedPos, Run{max(r[0], l.lastPos+1), r[1]})
-		}
-	}
+	s.ReservedPos = addUnread(s.ReservedPos, l.prevPos, l.lastPos)
+	s.EndedPos = addUnread(s.EndedPos, l.prevEnd, l.lastPos)
 	// Nothing read: the earlier feed's state stands (the caller's).
 	return s
+}
+
+// addPos adds pos to runs when in: to the last run when the element
+// before was added too (prev), else as a run of its own.
+func addPos(runs []Run, in, prev bool, pos int64) []Run {
+	switch {
+	case in && prev:
+		runs[len(runs)-1][1] = pos
+	case in:
+		runs = append(runs, Run{pos, pos})
+	}
+	return runs
+}
+
+// addUnread adds to runs what lies past last of an earlier feed's runs
+// by position.
+func addUnread(runs, prev []Run, last int64) []Run {
+	for _, r := range prev {
+		if r[1] > last {
+			runs = append(runs, Run{max(r[0], last+1), r[1]})
+		}
+	}
+	return runs
 }
 
 // addRun adds o to runs, whose last run ends before o.
