@@ -39,8 +39,8 @@ func (r Result) NotFound() bool { return r.Status == http.StatusNotFound }
 // Error is an operation that was not acknowledged. Errors.As finds it in
 // the error of Send and of Feed's done; errors.Is also matches what caused
 // it, such as retries.ErrBudgetExhausted, retries.ErrBreakerOpen (an
-// outage outlasted Config.MaxOutage), ErrNotSent, ErrHeldBack or the
-// context's error.
+// outage outlasted Config.MaxOutage), ErrNotSent, ErrInterrupted,
+// ErrHeldBack or the context's error.
 type Error struct {
 	// Status is the last answer's HTTP status; 0 when no response came.
 	Status int
@@ -60,6 +60,12 @@ var (
 	// stopped (its context ended, an outage outlasted MaxOutage, a setup
 	// error) before a request of it went out.
 	ErrNotSent = errors.New("not sent")
+	// ErrInterrupted is why an operation of a Feed whose context ended was
+	// not acknowledged though a request of it went out: the request was
+	// canceled on the wire, after Config.Grace, or it was sent and no
+	// answer came. Such an operation may have been applied (an operation
+	// not safe to repeat then ends with Error.Unknown).
+	ErrInterrupted = errors.New("interrupted")
 	// ErrHeldBack is why an operation of a Feed was not sent: an earlier
 	// operation on its document failed, and it must not overtake it.
 	ErrHeldBack = errors.New("held back: an earlier operation on the document failed")

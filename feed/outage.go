@@ -15,16 +15,12 @@ import (
 // errTimeout is the cause of an operation's end when Config.Timeout ran out.
 var errTimeout = errors.New("timed out (-timeout)")
 
-// errInterrupted is the cause of an operation's end when the feed was
-// interrupted before a request of it went out.
-var errInterrupted = errors.New("interrupted")
-
-// stopCause is why the feed's reading ended: errInterrupted for the
+// stopCause is why the feed's reading ended: ErrInterrupted for the
 // caller's context, or the cause the feed stopped with.
 func stopCause(runCtx context.Context) error {
 	c := context.Cause(runCtx)
 	if errors.Is(c, context.Canceled) || errors.Is(c, context.DeadlineExceeded) {
-		return errInterrupted
+		return ErrInterrupted
 	}
 	return c
 }

@@ -156,8 +156,8 @@ func TestHoldBack(t *testing.T) {
 
 // TestResumable: a Feed that is interrupted with Resumable writes neither
 // the operations it did not send nor the input it did not read to Failed;
-// done hears of the first with ErrNotSent. Without Resumable it writes
-// both.
+// done hears of the first with ErrNotSent, and of those canceled on the
+// wire with ErrInterrupted. Without Resumable it writes both.
 func TestResumable(t *testing.T) {
 	t.Parallel()
 	for _, resumable := range []bool{false, true} {
@@ -204,14 +204,20 @@ func TestResumable(t *testing.T) {
 				cancel()
 			}()
 			var mu sync.Mutex
-			notSent := 0
+			notSent, interrupted := 0, 0
 			_ = c.Feed(ctx, ops, func(_ Operation, _ Result, err error) {
-				if errors.Is(err, ErrNotSent) {
-					mu.Lock()
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case errors.Is(err, ErrNotSent):
 					notSent++
-					mu.Unlock()
+				case errors.Is(err, ErrInterrupted):
+					interrupted++
 				}
 			})
+			if interrupted != 2 {
+				t.Errorf("done heard of %d operations interrupted (ErrInterrupted), want the 2 canceled on the wire", interrupted)
+			}
 			lines := strings.Count(failed.String(), "\n")
 			switch {
 			case resumable && (lines > 2 || notSent == 0):

@@ -682,7 +682,8 @@ func parseValue(value []byte) (feed.Operation, error) {
 }
 
 // done is the feed's done: an acknowledged record is done, a failed one is
-// dead-lettered, and one not sent is left to the next owner.
+// dead-lettered, and one not sent, or abandoned on the wire by a stop by
+// force, is left to the next owner.
 func (m *member) done(op feed.Operation, res feed.Result, err error) {
 	it, _ := op.Tag.(item)
 	if it.p == nil {
@@ -693,6 +694,11 @@ func (m *member) done(op feed.Operation, res feed.Result, err error) {
 		m.fed.Add(1)
 		m.finish(it, res, true)
 	case errors.Is(err, feed.ErrNotSent):
+		m.finish(it, res, false)
+	case errors.Is(err, feed.ErrInterrupted):
+		// Stopped by force with its request on the wire: left to the next
+		// owner as after a crash, which feeds it again, or, not safe to
+		// repeat (its reservation is passed on), reports it.
 		m.finish(it, res, false)
 	default:
 		m.deadLetter(it, err.Error())
