@@ -213,14 +213,8 @@ func (c *Client) endpointsJSON() any {
 // on a goroutine of its own) ended the stay before the retry loop gave up.
 func (c *Client) detour(ctx context.Context, e *endpoint, op *operation, st *opState, v any, err error) bool {
 	moved := errors.Is(context.Cause(ctx), errMoved) // e's breaker opened during the stay
-	rule := retryUnsafe
-	if op.safe {
-		rule = retrySafe
-	}
 	switch {
-	case !e.multi, ctx.Err() != nil && !moved, st.unknown(op), !rule.Match(v, err):
-		return false
-	case errors.As(err, new(*outageError)), errors.As(err, new(*tlsStop)):
+	case !e.multi, ctx.Err() != nil && !moved, st.unknown(op), !retriedAgain(op, v, err):
 		return false
 	case moved:
 		return true

@@ -8,19 +8,16 @@ import (
 	"time"
 )
 
-// errLeaseOut is why a write to a connection was refused: Config.Lease
-// had run out.
-var errLeaseOut = errors.New("feed: the lease ran out before the request was written")
-
-// leaseError is a write refused by Config.Lease. fresh says that nothing
-// had been written to its connection before (the request's first bytes on
-// a new connection over HTTP/1.1, or a TLS handshake's): then nothing of
-// any request can have reached the server, as when a dial fails.
+// leaseError is a write refused because Config.Lease had run out. fresh
+// says that nothing had been written to its connection before (the
+// request's first bytes on a new connection over HTTP/1.1, or a TLS
+// handshake's): then nothing of any request can have reached the server,
+// as when a dial fails.
 type leaseError struct{ fresh bool }
 
-func (e *leaseError) Error() string { return errLeaseOut.Error() }
-
-func (e *leaseError) Unwrap() error { return errLeaseOut }
+func (e *leaseError) Error() string {
+	return "feed: the lease ran out before the request was written"
+}
 
 // leasedConn is a connection that writes only while its lease lasts.
 type leasedConn struct {

@@ -307,14 +307,7 @@ const witnesses = 5
 // operation not safe to repeat whose earlier request may have been
 // applied; at most maxRedials rounds, counted with redial's.
 func (c *Client) outlast(ctx context.Context, e *endpoint, op *operation, st *opState, v any, err error) bool {
-	rule := retryUnsafe
-	if op.safe {
-		rule = retrySafe
-	}
-	switch {
-	case ctx.Err() != nil, st.unknown(op), st.redials >= maxRedials, !rule.Match(v, err):
-		return false
-	case errors.As(err, new(*outageError)), errors.As(err, new(*tlsStop)):
+	if ctx.Err() != nil || st.unknown(op) || st.redials >= maxRedials || !retriedAgain(op, v, err) {
 		return false
 	}
 	n := e.nextWord()

@@ -175,7 +175,7 @@ func (c *Client) classifyError(ctx context.Context, e *endpoint, op *operation, 
 	// whole story; a timeout is named by the error itself (the context's
 	// cause).
 	cause := context.Cause(ctx)
-	if errors.As(cause, new(*outageError)) || errors.As(cause, new(*tlsStop)) {
+	if isFeedStop(cause) {
 		err = cause
 	}
 	if isTLSError(err) {

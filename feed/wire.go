@@ -393,6 +393,24 @@ var (
 	retryUnsafe = retries.RetryAny(retries.RetryIfStatus(http.StatusServiceUnavailable), retries.RetryIfError(isDialError))
 )
 
+// retriedAgain reports whether op's retry rule (retrySafe or retryUnsafe)
+// would send it again after the outcome v (its last response, or nil) and
+// err, and err is not a stop of the whole feed (see isFeedStop): then it
+// may go round again (see detour and outlast).
+func retriedAgain(op *operation, v any, err error) bool {
+	rule := retryUnsafe
+	if op.safe {
+		rule = retrySafe
+	}
+	return rule.Match(v, err) && !isFeedStop(err)
+}
+
+// isFeedStop reports whether err stops the whole feed: an outage that
+// outlasted MaxOutage, or a TLS error.
+func isFeedStop(err error) bool {
+	return errors.As(err, new(*outageError)) || errors.As(err, new(*tlsStop))
+}
+
 // fenceError is Config.Fence's refusal of a request.
 type fenceError struct{ err error }
 
