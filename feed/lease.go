@@ -20,18 +20,35 @@ func (e *leaseError) Error() string {
 }
 
 // leasedConn is a connection that writes only while its lease lasts.
+//
+// A refused write is remembered, and a read that fails after it fails
+// with the refusal: net/http closes a connection whose write failed, and
+// its reading goroutine's error (the connection closed) can reach the
+// request before the write's, which alone says that nothing was written.
 type leasedConn struct {
 	net.Conn
 	lease   func() time.Time
-	written atomic.Bool // a write went out
+	written atomic.Bool                // a write went out
+	refused atomic.Pointer[leaseError] // the first write refused
 }
 
 func (c *leasedConn) Write(b []byte) (int, error) {
 	if !time.Now().Before(c.lease()) {
-		return 0, &leaseError{fresh: !c.written.Load()}
+		c.refused.CompareAndSwap(nil, &leaseError{fresh: !c.written.Load()})
+		return 0, c.refused.Load()
 	}
 	c.written.Store(true)
 	return c.Conn.Write(b)
+}
+
+func (c *leasedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil {
+		if le := c.refused.Load(); le != nil {
+			return n, le
+		}
+	}
+	return n, err
 }
 
 // leaseDial returns dial with each connection it makes leased by lease.

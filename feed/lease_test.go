@@ -2,9 +2,11 @@ package feed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -113,6 +115,63 @@ func TestLeaseStopsAStalledWrite(t *testing.T) {
 				full := "id:a:b::" + id
 				if n := requests(method, "/document/v1/a/b/docid/"+id); errs[full] != nil || n != 1 || fenced[full] != 2 {
 					t.Errorf("%s ended with %v, sent %d times, passed Fence %d times; want acknowledged, sent once, Fence passed twice", id, errs[full], n, fenced[full])
+				}
+			}
+		})
+	}
+}
+
+// TestLeaseRefusalSeenByReads: once a leased connection has refused a
+// write, a read that fails (the connection closed by net/http after the
+// failed write, whose reading goroutine can answer the request first)
+// fails with the refusal, which alone says whether anything was written.
+func TestLeaseRefusalSeenByReads(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	for _, tc := range []struct {
+		name       string
+		writeFirst bool // a write went out before the lease ran out
+	}{{"fresh", false}, {"used", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out atomic.Bool
+			dial := leaseDial((&net.Dialer{}).DialContext, func() time.Time {
+				if out.Load() {
+					return time.Now().Add(-time.Second)
+				}
+				return time.Now().Add(time.Minute)
+			})
+			conn, err := dial(t.Context(), "tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.writeFirst {
+				if _, err := conn.Write([]byte("GET / HTTP/1.1\r\n")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			read := make(chan error, 1)
+			go func() { _, err := conn.Read(make([]byte, 1)); read <- err }()
+			out.Store(true)
+			_, werr := conn.Write([]byte("PUT / HTTP/1.1\r\n"))
+			conn.Close()
+			rerr := <-read
+			for what, err := range map[string]error{"write": werr, "read": rerr} {
+				var le *leaseError
+				if !errors.As(err, &le) || le.fresh == tc.writeFirst {
+					t.Errorf("%s failed with %v; want the lease's refusal, fresh %v", what, err, !tc.writeFirst)
 				}
 			}
 		})
