@@ -2,6 +2,8 @@ package kafka
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,9 +31,11 @@ func TestForcedStopLeavesRecords(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	force, cancelForce := context.WithCancel(t.Context())
 	done := make(chan Report, 1)
+	var mu sync.Mutex
+	var log strings.Builder
 	go func() {
 		res, err := Run(ctx, force, Config{Brokers: addrs, Topic: opsTopic, Group: "g", FailedTopic: deadTopic,
-			SessionTimeout: time.Second, Feed: feed.Config{URL: v.URL, MaxOutage: -1, Grace: -1}, Log: testLog{t}})
+			SessionTimeout: time.Second, Feed: feed.Config{URL: v.URL, MaxOutage: -1, Grace: -1}, Log: lockedWriter{&mu, &log}})
 		if err != nil {
 			t.Error(err)
 		}
@@ -43,6 +47,15 @@ func TestForcedStopLeavesRecords(t *testing.T) {
 	res := await(t, done, v.missing)
 	if n := deadCount(t, addrs); n != 0 || res.DeadLettered != 0 {
 		t.Fatalf("%d dead letters (report: %d) after the forced stop, want none", n, res.DeadLettered)
+	}
+	mu.Lock()
+	said := log.String()
+	mu.Unlock()
+	t.Log(said)
+	for _, at := range []string{"@0 ", "@1 "} {
+		if !strings.Contains(said, "left to the next owner: "+opsTopic+"/0"+at) {
+			t.Errorf("the log does not say that record %s was left to the next owner", at)
+		}
 	}
 	g := c.GroupInfo("g")
 	if cm := g.Commits[opsTopic][0]; cm.Offset != 0 || cm.Metadata != reservedKey+"1" {

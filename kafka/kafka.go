@@ -698,7 +698,9 @@ func (m *member) done(op feed.Operation, res feed.Result, err error) {
 	case errors.Is(err, feed.ErrInterrupted):
 		// Stopped by force with its request on the wire: left to the next
 		// owner as after a crash, which feeds it again, or, not safe to
-		// repeat (its reservation is passed on), reports it.
+		// repeat (its reservation is passed on), reports it. The feed's
+		// own line called it failed; this one says where it went.
+		fmt.Fprintf(m.log, "retries-kafka: left to the next owner: %s/%d@%d (its request was canceled by the stop)\n", it.r.Topic, it.r.Partition, it.r.Offset)
 		m.finish(it, res, false)
 	default:
 		m.deadLetter(it, err.Error())
