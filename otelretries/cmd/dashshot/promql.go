@@ -341,12 +341,14 @@ func (p *parser) term() (node, error) {
 			return nil, err
 		}
 		var by []string
-		for p.peek() != ")" {
+		for p.peek() != ")" && p.peek() != "" {
 			if tok := p.next(); tok != "," {
 				by = append(by, tok)
 			}
 		}
-		p.next()
+		if err := p.want(")"); err != nil {
+			return nil, err
+		}
 		if err := p.want("("); err != nil {
 			return nil, err
 		}
@@ -379,7 +381,7 @@ func (p *parser) term() (node, error) {
 		s := selector{name: t}
 		if p.peek() == "{" {
 			p.next()
-			for p.peek() != "}" {
+			for p.peek() != "}" && p.peek() != "" {
 				name, op, val := p.next(), p.next(), p.next()
 				if !labelName.MatchString(name) {
 					return nil, fmt.Errorf("label %q", name)
@@ -403,14 +405,18 @@ func (p *parser) term() (node, error) {
 					p.next()
 				}
 			}
-			p.next()
+			if err := p.want("}"); err != nil {
+				return nil, err
+			}
 		}
 		if p.peek() == "[" {
 			p.next()
 			for p.peek() != "]" && p.peek() != "" {
 				p.next()
 			}
-			p.next()
+			if err := p.want("]"); err != nil {
+				return nil, err
+			}
 			s.ranged = true
 		}
 		return s, nil

@@ -85,7 +85,8 @@ func TestQueries(t *testing.T) {
 			}
 		}
 	}
-	for _, q := range []string{`avg(calls_total)`, `calls_total[1m]`, `rate(calls_total)`, `calls_total{policy!="A"}`} {
+	for _, q := range []string{`avg(calls_total)`, `calls_total[1m]`, `rate(calls_total)`, `calls_total{policy!="A"}`,
+		`sum by (policy`, `calls_total{policy="A"`, `rate(calls_total[1m`} { // the last three unclosed
 		if n, err := parse(q); err == nil {
 			if _, err := n.eval(db, 10, 4.5); err == nil {
 				t.Errorf("%s: no error, want one (outside the subset)", q)
