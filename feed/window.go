@@ -33,7 +33,7 @@ func (w *window) take(ctx context.Context, op *operation) error {
 	size := op.size()
 	for {
 		w.mu.Lock()
-		if w.ops < w.n && (w.limit == nil || w.ops < w.limit()) && (w.ops == 0 || w.bytes+size <= w.max) {
+		if !w.fullLocked() && (w.ops == 0 || w.bytes+size <= w.max) {
 			w.ops++
 			w.bytes += size
 			w.mu.Unlock()
@@ -61,6 +61,11 @@ func (w *window) take(ctx context.Context, op *operation) error {
 func (w *window) full() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.fullLocked()
+}
+
+// fullLocked is full with w.mu held.
+func (w *window) fullLocked() bool {
 	return w.ops >= w.n || w.limit != nil && w.ops >= w.limit()
 }
 
