@@ -49,7 +49,7 @@ func TestCommitsLandInPlanOrder(t *testing.T) {
 		m := newMember(Config{Topic: opsTopic})
 		l := &landing{release: make(chan struct{})}
 		m.commitOffsets = l.commit
-		pt := m.newPartition(0, nil)
+		pt := m.newPartition(0)
 		pt.known, pt.next = true, 110
 		for o := int64(100); o < 110; o++ {
 			pt.led.Add(o, 0)

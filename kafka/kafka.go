@@ -890,7 +890,7 @@ func (m *member) assigned(_ context.Context, _ *kgo.Client, assigned map[string]
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, p := range assigned[m.cfg.Topic] {
-		m.parts[p] = m.newPartition(p, nil)
+		m.parts[p] = m.newPartition(p)
 	}
 	fmt.Fprintf(m.log, "retries-kafka: assigned %s %v\n", m.cfg.Topic, assigned[m.cfg.Topic])
 }
@@ -1203,10 +1203,11 @@ type partition struct {
 	paused    bool               // its fetching is paused: pending is full
 }
 
-// newPartition returns the state of partition p assigned, with the
-// reservations prev of its last owner.
-func (m *member) newPartition(p int32, prev []ledger.Run) *partition {
-	pt := &partition{id: p, committed: -1, led: ledger.NewPos(prev, nil)}
+// newPartition returns the state of partition p assigned; its committed
+// offset and its last owner's reservations come with the fetch (see
+// fetched).
+func (m *member) newPartition(p int32) *partition {
+	pt := &partition{id: p, committed: -1, led: ledger.NewPos(nil, nil)}
 	pt.led.SetAsked(m.asked)
 	pt.ctx, pt.cancel = context.WithCancel(context.Background())
 	return pt
