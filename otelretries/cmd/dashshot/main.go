@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"maps"
 	"math"
 	"os"
 	"regexp"
@@ -128,29 +129,39 @@ func run(from, to, dashboard, out, note string, every time.Duration) error {
 			}
 		}
 	})
-	ctx := context.Background()
+	// The visit ends when the feed does: a feed that stops (a TLS error,
+	// say) reads no more of docs.
+	visitCtx, endVisit := context.WithCancel(context.Background())
+	defer endVisit()
 	docs := make(chan feed.Operation, 512)
 	var visitErr error
 	wg.Go(func() {
 		defer close(docs)
-		_, visitErr = vc.Visit(ctx, visit.Progress{}, func(p visit.Page) error {
+		_, visitErr = vc.Visit(visitCtx, visit.Progress{}, func(p visit.Page) error {
 			for _, d := range p.Documents {
-				docs <- feed.Operation{Kind: feed.Put, ID: d.ID, Fields: d.Fields}
+				select {
+				case docs <- feed.Operation{Kind: feed.Put, ID: d.ID, Fields: d.Fields}:
+				case <-visitCtx.Done():
+					return visitCtx.Err()
+				}
 			}
 			return nil
 		})
 	})
-	feedErr := fc.Feed(ctx, fromChannel(docs), nil)
-	time.Sleep(2 * every) // the last rates settle
+	feedErr := fc.Feed(context.Background(), fromChannel(docs), nil)
+	endVisit()
+	if feedErr == nil {
+		time.Sleep(2 * every) // the last rates settle
+	}
 	close(stop)
 	wg.Wait()
 	switch {
 	case scrapeErr != nil:
 		return scrapeErr
-	case visitErr != nil:
-		return fmt.Errorf("visit: %w", visitErr)
 	case feedErr != nil:
 		return fmt.Errorf("feed: %w", feedErr)
+	case visitErr != nil:
+		return fmt.Errorf("visit: %w", visitErr)
 	}
 	if err := scrape(); err != nil {
 		return err
@@ -194,10 +205,8 @@ func addFamilies(db *tsdb, fams []*dto.MetricFamily, t float64) {
 				l[lp.GetName()] = lp.GetValue()
 			}
 			with := func(name string, extra ...string) labels {
-				out := labels{"__name__": name}
-				for k, v := range l {
-					out[k] = v
-				}
+				out := maps.Clone(l)
+				out["__name__"] = name
 				for i := 0; i+1 < len(extra); i += 2 {
 					out[extra[i]] = extra[i+1]
 				}
