@@ -468,7 +468,7 @@ func (b *Breaker) judge(v any, err error, retried, ctxDone bool) breakerOutcome 
 		}
 		return breakerSuccess
 	}
-	if err != nil && (errors.Is(err, ErrAttemptTimeout) || IsConnectionError(err)) {
+	if err != nil && (inTree(err, ErrAttemptTimeout) || IsConnectionError(err)) {
 		return breakerFailure // the server is not there, retried or not
 	}
 	if err != nil {

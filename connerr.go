@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"io"
 	"net"
 	"net/url"
@@ -32,53 +31,35 @@ import (
 func IsConnectionError(err error) bool {
 	// A flat list of classifications in order of precedence, the
 	// exclusions first.
-	if err == nil || errors.Is(err, context.Canceled) {
+	if err == nil || inTree(err, context.Canceled) {
 		return false
 	}
-	var (
-		certErr  *tls.CertificateVerificationError
-		unknown  x509.UnknownAuthorityError
-		hostname x509.HostnameError
-		invalid  x509.CertificateInvalidError
-		status   *StatusError
-	)
-	if errors.As(err, &certErr) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
-		errors.As(err, &invalid) || errors.As(err, &status) {
+	if isIn[*tls.CertificateVerificationError](err) || isIn[x509.UnknownAuthorityError](err) ||
+		isIn[x509.HostnameError](err) || isIn[x509.CertificateInvalidError](err) || isIn[*StatusError](err) {
 		return false
 	}
 	// A dial that could not start (a malformed address, an unknown
 	// network) is a mistake in the program, not a failed connection.
-	var (
-		addrErr    *net.AddrError
-		parseErr   *net.ParseError
-		unknownNet net.UnknownNetworkError
-	)
-	if errors.As(err, &addrErr) || errors.As(err, &parseErr) || errors.As(err, &unknownNet) {
+	if isIn[*net.AddrError](err) || isIn[*net.ParseError](err) || isIn[net.UnknownNetworkError](err) {
 		return false
 	}
-	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) {
+	if isIn[*net.DNSError](err) {
 		return true
 	}
-	var opErr *net.OpError
-	isOp := errors.As(err, &opErr)
+	opErr, isOp := asInTree[*net.OpError](err)
 	if isOp && opErr.Op == "dial" {
 		return true
 	}
 	for _, target := range connErrnos {
-		if errors.Is(err, target) {
+		if inTree(err, target) {
 			return true
 		}
 	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+	if inTree(err, io.ErrUnexpectedEOF) || inTree(err, net.ErrClosed) {
 		return true
 	}
-	if errors.Is(err, io.EOF) {
-		var (
-			urlErr *url.Error
-			closed *connClosed
-		)
-		return isOp || errors.As(err, &urlErr) || errors.As(err, &closed)
+	if inTree(err, io.EOF) {
+		return isOp || isIn[*url.Error](err) || isIn[*connClosed](err)
 	}
 	return false
 }

@@ -2,7 +2,6 @@ package retries
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -62,7 +61,7 @@ func newRetryError(st *State, ctxErr, cause error) *RetryError {
 		Attempts: st.Attempt, OutageAttempts: st.OutageAttempts, Elapsed: st.Elapsed, Slept: st.Slept,
 		Err: st.Err, Value: st.Value, ContextErr: cause, Refusal: st.Refusal,
 	}
-	if ctxErr != nil && !errors.Is(cause, ctxErr) {
+	if ctxErr != nil && !inTree(cause, ctxErr) {
 		e.ctxErr = ctxErr
 	}
 	return e
@@ -101,9 +100,9 @@ func (e *RetryError) Error() string {
 		b = strconv.AppendInt(b, int64(e.OutageAttempts), 10)
 		b = append(b, " during an outage"...)
 	}
-	var inner *RetryError
+	inner, _ := asInTree[*RetryError](e.Err)
 	switch {
-	case e.Err != nil && errors.As(e.Err, &inner) && e.ContextErr != nil && inner.ContextErr == e.ContextErr &&
+	case inner != nil && e.ContextErr != nil && inner.ContextErr == e.ContextErr &&
 		inner.Attempts == 0 && inner.OutageAttempts == 0:
 		// An inner layer that the same cause stopped before its first
 		// attempt says nothing more.
@@ -140,7 +139,7 @@ func (e *RetryError) Unwrap() []error {
 // report a timeout as [net/http.Transport] does.
 func (e *RetryError) Timeout() bool {
 	if e.ContextErr != nil || e.ctxErr != nil {
-		return errors.Is(e.ContextErr, context.DeadlineExceeded) || errors.Is(e.ctxErr, context.DeadlineExceeded)
+		return inTree(e.ContextErr, context.DeadlineExceeded) || inTree(e.ctxErr, context.DeadlineExceeded)
 	}
 	return isTimeout(e.Err)
 }

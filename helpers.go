@@ -3,7 +3,6 @@ package retries
 // Helpers shared by the files of the package.
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -89,6 +88,6 @@ func joinStrings[T fmt.Stringer](parts []T) string {
 // isTimeout reports whether the first error in err's tree with a Timeout
 // method reports a timeout.
 func isTimeout(err error) bool {
-	var t interface{ Timeout() bool }
-	return err != nil && errors.As(err, &t) && t.Timeout()
+	t, ok := asInTree[interface{ Timeout() bool }](err)
+	return ok && t.Timeout()
 }

@@ -16,20 +16,16 @@ import (
 //
 // Do looks for a permanent error through at most 100 wrapped errors, so an
 // error whose Unwrap returns itself, or a cycle of wrapped errors, cannot
-// make it spin. Predicates built on [errors.Is] and [errors.As], such as
-// [RetryIfErrorIs], have no such bound and would spin on such an error.
+// make it spin; so do this package's predicates, [IsConnectionError] and
+// the methods of [RetryError]. A predicate of your own built on
+// [errors.Is] or [errors.As] has no such bound and would spin on such an
+// error.
 func Permanent(err error) error {
 	if err == nil {
 		return nil
 	}
 	return backoff.Permanent(err)
 }
-
-// maxUnwrap bounds the walk of an error's tree in findInTree: an error
-// whose Unwrap returns itself, or a cycle, would otherwise make every
-// retried call spin for ever. errors.Is and errors.As have no such bound,
-// so predicates built on them still spin on such an error.
-const maxUnwrap = 100
 
 // findPermanent returns the error wrapped by the first permanent error in
 // err's tree (backoff v4's *PermanentError, or that of a later major), and
@@ -54,40 +50,6 @@ func isPermanent(err error) bool {
 	}
 	_, ok := err.(interface{ Unwrap() error })
 	return ok && isLaterBackoffPermanent(err)
-}
-
-// findInTree returns the first error in err's tree that match accepts,
-// depth first as errors.As visits them, or nil. It walks at most maxUnwrap
-// errors, so that a cycle cannot make it spin, and allocates nothing (where
-// errors.As allocates its target) unless match does.
-func findInTree(err error, match func(error) bool) error {
-	budget := maxUnwrap
-	return walkTree(err, match, &budget)
-}
-
-func walkTree(err error, match func(error) bool, budget *int) error {
-	for err != nil {
-		if *budget--; *budget < 0 {
-			return nil
-		}
-		if match(err) {
-			return err
-		}
-		switch e := err.(type) {
-		case interface{ Unwrap() error }:
-			err = e.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, inner := range e.Unwrap() {
-				if found := walkTree(inner, match, budget); found != nil {
-					return found
-				}
-			}
-			return nil
-		default:
-			return nil
-		}
-	}
-	return nil
 }
 
 // isLaterBackoffPermanent reports whether err is a *PermanentError of

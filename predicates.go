@@ -1,7 +1,6 @@
 package retries
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -79,8 +78,9 @@ func (p errFunc) match(_ any, err error) bool { return err != nil && (*p.f)(err)
 func (errFunc) onValue() bool                 { return false }
 func (p errFunc) String() string              { return "RetryIfError(" + funcName(*p.f) + ")" }
 
-// RetryIfErrorIs retries an error that matches any of targets with
-// [errors.Is].
+// RetryIfErrorIs retries an error that matches any of targets as
+// [errors.Is] would match it, looking through at most 100 wrapped errors so
+// that a cycle cannot make it spin.
 //
 // RetryIfErrorIs panics if it is given no target or a nil one.
 func RetryIfErrorIs(targets ...error) Predicate {
@@ -102,7 +102,7 @@ func (p *errIs) match(_ any, err error) bool {
 		return false
 	}
 	for _, t := range p.targets {
-		if errors.Is(err, t) {
+		if inTree(err, t) {
 			return true
 		}
 	}
@@ -127,7 +127,7 @@ func RetryIfErrorAs[E error]() Predicate {
 type errAs[E error] struct{}
 
 func (errAs[E]) match(_ any, err error) bool {
-	return err != nil && findInTree(err, isErrorAs[E]) != nil
+	return isIn[E](err)
 }
 
 // isErrorAs reports whether errors.As would stop at err for a target of

@@ -1,7 +1,6 @@
 package retries
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -102,12 +101,10 @@ func outcomeHeader(s State) http.Header {
 	if s.Err == nil {
 		return nil
 	}
-	var se *StatusError
-	if errors.As(s.Err, &se) && se.Header != nil {
+	if se, ok := asInTree[*StatusError](s.Err); ok && se.Header != nil {
 		return se.Header
 	}
-	var re *RetryError
-	if errors.As(s.Err, &re) {
+	if re, ok := asInTree[*RetryError](s.Err); ok {
 		if r, ok := re.Value.(*http.Response); ok && r != nil {
 			return r.Header
 		}

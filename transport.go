@@ -377,7 +377,7 @@ func (r *roundTrip) outcome(resp *http.Response, err error) (*http.Response, err
 		if resp != nil { // a RoundTripper must not return both; drop the response
 			discardBody(resp)
 		}
-		if errors.Is(err, io.EOF) {
+		if inTree(err, io.EOF) {
 			err = &connClosed{err}
 		}
 		return nil, err
@@ -431,7 +431,7 @@ func (r *roundTrip) once(notReplayable bool) (*http.Response, error) {
 	default:
 		cause = r.lastErr
 	}
-	if errors.Is(cause, ErrBodyNotReplayable) {
+	if inTree(cause, ErrBodyNotReplayable) {
 		return nil, cause // an inner Transport already said why
 	}
 	return nil, &notReplayed{cause: cause}
