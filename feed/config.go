@@ -165,6 +165,10 @@ type Config struct {
 	NoBudget bool
 
 	Log io.Writer // failures, and progress unless ProgressOut is set, as the command's lines; nil: none
+	// LogPrefix begins each line of Log but the progress reports; "":
+	// "retries feed: ". The copy command's is "retries copy: the
+	// destination: ".
+	LogPrefix string
 	// Logger, if not nil, receives the feed's events as structured
 	// records, for a program that uses the package: each element not
 	// acknowledged (at level Warn) with its id, kind, tag, line, status,

@@ -15,6 +15,7 @@
 package feed
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -80,7 +81,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, errors.New("BreakerWindow and BreakerFailures must not be negative")
 	}
 	cfg = withDefaults(cfg)
-	c := &Client{cfg: cfg, out: &lockedWriter{w: cfg.Log}}
+	c := &Client{cfg: cfg, out: &lockedWriter{w: cfg.Log, prefix: cmp.Or(cfg.LogPrefix, "retries feed: ")}}
 	if cfg.Concurrency > 0 {
 		c.sendSlots = make(chan struct{}, cfg.Concurrency)
 	}
@@ -204,8 +205,16 @@ func (c *Client) dispatchLimit() func() int {
 
 // lockedWriter serialises the lines written to w.
 type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string // begins each line of logf
+}
+
+// logf writes a line of the log, after the prefix.
+func (l *lockedWriter) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, "%s"+format, append([]any{l.prefix}, args...)...)
 }
 
 func (l *lockedWriter) printf(format string, args ...any) {

@@ -194,12 +194,12 @@ func (c *Client) onBreaker(e *endpoint, from, to retries.BreakerState) {
 	case from == retries.BreakerClosed:
 		open = c.openEndpoints.Add(1)
 		if multi {
-			c.out.printf("retries feed: endpoint %s is failing (%s); its operations go to the others\n", e.redactedURL(), c.wire.failure())
+			c.out.logf("endpoint %s is failing (%s); its operations go to the others\n", e.redactedURL(), c.wire.failure())
 		}
 	case to == retries.BreakerClosed:
 		open = c.openEndpoints.Add(-1)
 		if multi {
-			c.out.printf("retries feed: endpoint %s answers again\n", e.redactedURL())
+			c.out.logf("endpoint %s answers again\n", e.redactedURL())
 		}
 	default:
 		open = c.openEndpoints.Load()
@@ -222,7 +222,7 @@ func (c *Client) onBreaker(e *endpoint, from, to retries.BreakerState) {
 			if multi {
 				what = "every endpoint is failing"
 			}
-			c.out.printf("retries feed: paused: %s (%s); sending only probes, %s\n", what, c.wire.failure(), limit)
+			c.out.logf("paused: %s (%s); sending only probes, %s\n", what, c.wire.failure(), limit)
 			c.event(slog.LevelInfo, "feed: paused: "+what, slog.String("failure", c.wire.failure()))
 		}
 	case !all && to == retries.BreakerClosed:
@@ -230,7 +230,7 @@ func (c *Client) onBreaker(e *endpoint, from, to retries.BreakerState) {
 			if c.running.Load() == nil { // the next outage of the Sends has its own MaxOutage
 				c.outage.Store(nil)
 			}
-			c.out.printf("retries feed: resumed: the server answers again, after a pause of %v\n", d.Round(100*time.Millisecond))
+			c.out.logf("resumed: the server answers again, after a pause of %v\n", d.Round(100*time.Millisecond))
 			c.event(slog.LevelInfo, "feed: resumed", slog.Duration("paused", d))
 		}
 	}
@@ -241,7 +241,7 @@ func (c *Client) onBreaker(e *endpoint, from, to retries.BreakerState) {
 func (c *Client) outageTooLong() {
 	err := &outageError{limit: c.cfg.MaxOutage}
 	if c.outage.CompareAndSwap(nil, err) {
-		c.out.printf("retries feed: stopping: %v\n", err)
+		c.out.logf("stopping: %v\n", err)
 		c.event(slog.LevelError, "feed: stopping: outage too long", slog.Duration("maxoutage", c.cfg.MaxOutage))
 		if r := c.running.Load(); r != nil {
 			r.stop(err, true)

@@ -88,22 +88,22 @@ func (c *Client) finish(r *run, o outcome) error {
 		}
 	case endFailed:
 		err = &Error{Status: o.res.Status, Err: o.cause}
-		c.out.printf("retries feed: failed: %s: %v\n", op.name(), o.cause)
+		c.out.logf("failed: %s: %v\n", op.name(), o.cause)
 		c.failedOut.write(op)
 	case endUnknown:
 		err = &Error{Status: o.res.Status, Unknown: true, Err: o.cause}
-		c.out.printf("retries feed: failed: %s: %v; the outcome is unknown: it may have been applied\n", op.name(), o.cause)
+		c.out.logf("failed: %s: %v; the outcome is unknown: it may have been applied\n", op.name(), o.cause)
 		c.unknownOut.write(op)
 	case endHeldBack:
 		err = &Error{Err: ErrHeldBack}
-		c.out.printf("retries feed: not sent: %s: an earlier operation on the document failed\n", op.name())
+		c.out.logf("not sent: %s: an earlier operation on the document failed\n", op.name())
 		c.failedOut.write(op)
 	case endNotSent:
 		err = &Error{Err: ErrNotSent}
 		if r != nil && r.c.cfg.Resumable {
-			c.out.printf("retries feed: not sent: %s (left to the resumed feed)\n", op.name())
+			c.out.logf("not sent: %s (left to the resumed feed)\n", op.name())
 		} else {
-			c.out.printf("retries feed: not sent: %s\n", op.name())
+			c.out.logf("not sent: %s\n", op.name())
 			c.failedOut.write(op)
 		}
 	case endRest:
@@ -114,13 +114,13 @@ func (c *Client) finish(r *run, o outcome) error {
 	case endBadOp:
 		err = o.cause
 		if o.silent {
-			c.out.printf("retries feed: %v (not written)\n", err)
+			c.out.logf("%v (not written)\n", err)
 		} else {
-			c.out.printf("retries feed: %v (skipped)\n", err)
+			c.out.logf("%v (skipped)\n", err)
 		}
 	case endBadInput, endElemErr:
 		err = o.cause
-		c.out.printf("retries feed: %v\n", err)
+		c.out.logf("%v\n", err)
 	}
 	if c.cfg.Logger != nil && o.how != endAcked {
 		c.logOutcome(&o, err)

@@ -69,7 +69,7 @@ func (r *run) noteRefusal(op *operation, status int, msg string, body []byte) {
 // and those on the wire are answered.
 func (r *run) stopSetup(msg string) {
 	if r.stop(&setupStop{msg: msg}, false) {
-		r.c.out.printf("retries feed: stopping: %s\n", msg)
+		r.c.out.logf("stopping: %s\n", msg)
 		r.c.event(slog.LevelError, "feed: stopping: wrong setup", slog.String("error", msg))
 	}
 }

@@ -129,7 +129,7 @@ func (r *run) feed(ctx context.Context, ops iter.Seq2[Operation, error]) Report 
 	}
 	r.settle(&res)
 	if !eof {
-		c.out.printf("retries feed: %s: the input from %v on was not read\n", r.why(), res.unread)
+		c.out.logf("%s: the input from %v on was not read\n", r.why(), res.unread)
 		if writeRest {
 			r.writeRest(&res, p)
 		}
@@ -147,11 +147,11 @@ func (r *run) feed(ctx context.Context, ops iter.Seq2[Operation, error]) Report 
 			res.writeErr = cmp.Or(res.writeErr, err)
 		}
 		if res.writeErr != nil {
-			c.out.printf("retries feed: writing the operations not acknowledged: %v; the file is incomplete\n", res.writeErr)
+			c.out.logf("writing the operations not acknowledged: %v; the file is incomplete\n", res.writeErr)
 		}
 	}
 	if line := res.shortfall(); line != "" {
-		c.out.printf("retries feed: not fed: %s\n", line)
+		c.out.logf("not fed: %s\n", line)
 	}
 	return res
 }
@@ -206,14 +206,14 @@ func (r *run) writeUnread(res *Report) {
 	}
 	rest := r.broken.Rest()
 	if rest == nil {
-		c.out.printf("retries feed: the input from %v on cannot be written: its first bytes are not kept\n", r.broken.from)
+		c.out.logf("the input from %v on cannot be written: its first bytes are not kept\n", r.broken.from)
 		return
 	}
 	n, err := io.Copy(c.cfg.Unread, rest)
 	res.unreadBytes = n
 	if err != nil {
 		res.writeErr = cmp.Or(res.writeErr, err)
-		c.out.printf("retries feed: writing the unread input: %v\n", err)
+		c.out.logf("writing the unread input: %v\n", err)
 	}
 }
 
@@ -233,11 +233,11 @@ func (r *run) cancelAfterGrace(ctx context.Context, finished <-chan struct{}) {
 	r.live.halt(stopCause(ctx))
 	switch n := c.wire.inFlight.Load(); {
 	case n == 0:
-		c.out.printf("retries feed: interrupted: nothing in flight; stopping\n")
+		c.out.logf("interrupted: nothing in flight; stopping\n")
 	case c.cfg.Grace > 0:
-		c.out.printf("retries feed: interrupted: waiting up to %v for the %d requests in flight; interrupt again to quit at once\n", c.cfg.Grace, n)
+		c.out.logf("interrupted: waiting up to %v for the %d requests in flight; interrupt again to quit at once\n", c.cfg.Grace, n)
 	default:
-		c.out.printf("retries feed: interrupted: canceling the %d requests in flight\n", n)
+		c.out.logf("interrupted: canceling the %d requests in flight\n", n)
 	}
 	t := time.NewTimer(c.cfg.Grace)
 	defer t.Stop()
@@ -303,7 +303,7 @@ func (r *run) current(start time.Time) Report {
 // parsed is reported and counted, not written; an input error ends the
 // reading, and res.unread then stays where the unfed input starts.
 func (r *run) writeRest(res *Report, p *pump) {
-	r.c.out.printf("retries feed: writing the input not fed to the -failed file\n")
+	r.c.out.logf("writing the input not fed to the -failed file\n")
 	for {
 		it, ok := p.next(nil)
 		if !ok || it.err == io.EOF {

@@ -251,7 +251,7 @@ func (c *Client) stopOnTLS(r *run, err error) {
 		return
 	}
 	if e := (&tlsStop{err: err}); r.stop(e, true) {
-		c.out.printf("retries feed: stopping: TLS: %v\n", err)
+		c.out.logf("stopping: TLS: %v\n", err)
 		c.event(slog.LevelError, "feed: stopping: TLS", slog.String("error", err.Error()))
 	}
 }

@@ -90,6 +90,7 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	cfg.LogPrefix = "retries copy: the destination: "
 	srcTLS, err := feedTLS(f.fromCert, f.fromKey, f.fromCA)
 	if err != nil {
 		return setupErrorf("copy: -from-cert, -from-key, -from-ca: %v", err)
@@ -151,6 +152,10 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	start := time.Now()
 	vctx, stopVisit := context.WithCancel(ctx)
 	defer stopVisit()
+	// The visit ends when the feed stops, whatever stopped it: a page
+	// waiting for room in the queue is woken, as nothing takes from the
+	// queue any more.
+	defer context.AfterFunc(vctx, cp.end)()
 	visited := make(chan error, 1)
 	go func() {
 		p, err := src.Visit(vctx, ck.Progress, cp.page)
@@ -184,7 +189,7 @@ func copyExit(ctx context.Context, res feed.Report, verr, serr error, cp *copier
 	if err := feedExit(ctx, res, true); errors.As(err, &sx) {
 		return err // the destination's TLS or setup
 	}
-	if verr != nil && !errors.Is(verr, context.Canceled) {
+	if verr != nil && !errors.Is(verr, context.Canceled) && !errors.Is(verr, visit.ErrMaxOutage) {
 		fmt.Fprintf(stderr, "retries copy: the source: %v\n", verr)
 	}
 	switch {
@@ -194,8 +199,11 @@ func copyExit(ctx context.Context, res feed.Report, verr, serr error, cp *copier
 	case ctx.Err() != nil:
 		fmt.Fprintf(stderr, "retries copy: interrupted: %d documents visited, %d acknowledged\n", visited, acked)
 		return silentExit(exitInterrupted)
-	case errors.Is(verr, visit.ErrMaxOutage) || res.OutageExceeded():
-		fmt.Fprintf(stderr, "retries copy: %d documents visited, %d acknowledged: an outage outlasted -max-outage\n", visited, acked)
+	case res.OutageExceeded():
+		fmt.Fprintf(stderr, "retries copy: %d documents visited, %d acknowledged: the destination was out for longer than -max-outage\n", visited, acked)
+		return silentExit(exitOutage)
+	case errors.Is(verr, visit.ErrMaxOutage):
+		fmt.Fprintf(stderr, "retries copy: %d documents visited, %d acknowledged: the source was out for longer than -max-outage (%v)\n", visited, acked, verr)
 		return silentExit(exitOutage)
 	}
 	fmt.Fprintf(stderr, "retries copy: %d documents visited, %d acknowledged: not every document was copied\n", visited, acked)
@@ -311,17 +319,20 @@ func (cp *copier) visitDone(p visit.Progress, err error) {
 	cp.changed.Broadcast()
 }
 
+// end ends the copy's queue: a page waiting for room returns, and ops
+// yields no more once ctx has ended.
+func (cp *copier) end() {
+	cp.mu.Lock()
+	cp.ended = true
+	cp.changed.Broadcast()
+	cp.mu.Unlock()
+}
+
 // ops yields the documents queued as puts, one slice's after another's
-// in turn, until the visit has ended and none is left, or ctx ends.
+// in turn, until the visit has ended and none is left, or ctx ends (ctx
+// must be the one whose end calls cp.end).
 func (cp *copier) ops(ctx context.Context) iter.Seq2[feed.Operation, error] {
-	stop := context.AfterFunc(ctx, func() {
-		cp.mu.Lock()
-		cp.ended = true
-		cp.changed.Broadcast()
-		cp.mu.Unlock()
-	})
 	return func(yield func(feed.Operation, error) bool) {
-		defer stop()
 		for {
 			cp.mu.Lock()
 			for len(cp.ring) == 0 && !cp.ended {
