@@ -93,7 +93,9 @@ var (
 // answered, and cancels the rest; the operations never sent end with
 // ErrNotSent. Feed returns nil exactly when every element of ops was read
 // and acknowledged; otherwise its error says how many were not. A Client
-// runs one Feed at a time.
+// runs one Feed at a time; the same Operation values may be fed by several
+// Clients at once (one input copied to two clusters), each keeping its own
+// state of them.
 func (c *Client) Feed(ctx context.Context, ops iter.Seq2[Operation, error], done func(Operation, Result, error)) error {
 	if !c.feeding.TryLock() {
 		return errors.New("feed: Feed called while another Feed of the client runs")
@@ -173,9 +175,6 @@ func (c *Client) Send(ctx context.Context, o Operation) (Result, error) {
 	if err := c.outage.Load(); err != nil && c.pause.paused() {
 		return Result{}, &Error{Err: err} // the outage has outlasted MaxOutage, and goes on
 	}
-	// Its own copy: the same Operation may be sent by several Sends at once.
-	mine := *op
-	op = &mine
 	op.turn = make(chan struct{})
 	if !c.queues.join(op) {
 		select {

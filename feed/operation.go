@@ -103,18 +103,18 @@ func (op *operation) public() Operation {
 	return o
 }
 
-// prepare returns o ready to send: what Read parsed if o still says the
-// same, or else o written in the feed format and parsed as Read would, so
-// that the same rules apply to it.
+// prepare returns o ready to send, an operation of its own: a copy of what
+// Read parsed if o still says the same, or else o written in the feed
+// format and parsed as Read would, so that the same rules apply to it. A
+// Feed or a Send writes its own state into what prepare returns, so it is
+// never the parse that o holds: the same Operation may be fed by several
+// Clients at once.
 func prepare(o Operation) (*operation, error) {
 	if op := o.read; op != nil && op.kind == o.Kind && op.id == o.ID && op.condition == o.Condition &&
 		op.create == o.Create && op.line == o.Line && op.off == o.Offset && sameBytes(op.body, o.Fields) {
-		if op.tag != o.Tag {
-			c := *op
-			c.tag = o.Tag
-			return &c, nil
-		}
-		return op, nil
+		c := *op
+		c.tag = o.Tag
+		return &c, nil
 	}
 	switch {
 	case o.Kind < Put || o.Kind > Remove:
