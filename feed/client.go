@@ -12,7 +12,8 @@ import (
 // Result is what became of an operation sent.
 type Result struct {
 	// Status is the final answer's HTTP status: 200 (or another 2xx), 412
-	// (the condition was not met), 404 for a remove of a document that is
+	// (the condition was not met; to a put or a remove without a condition
+	// it is a failure, as no condition can fail), 404 for a remove of a document that is
 	// not there, or, for a failure, the status that ended it; 0 when no
 	// response came.
 	Status   int
@@ -158,8 +159,9 @@ func (c *Client) Report() Report {
 // the same layers as Feed: the limiter, the breaker, the budget and the
 // retry rules that depend on whether o is safe to repeat. The Sends on
 // one document id go out one at a time, in the order they began. It
-// returns a nil error exactly when o was acknowledged: a 2xx, a 412, or a
-// 404 for a remove; otherwise an *Error.
+// returns a nil error exactly when o was acknowledged: a 2xx, a 412 to an
+// operation with a condition (or an update), or a 404 for a remove;
+// otherwise an *Error.
 //
 // Send is safe for any number of goroutines; they share the Client's
 // limiter, which paces them.

@@ -190,7 +190,8 @@ func TestSendUnsafeReset(t *testing.T) {
 }
 
 // TestSendAnswers: Send's error is nil exactly for an acknowledgement (a
-// 2xx, a 412, a 404 to a remove), and otherwise an *Error with the status;
+// 2xx, a 412 to an operation with a condition, a 404 to a remove), and
+// otherwise an *Error with the status;
 // an invalid Operation is refused before anything is sent; a closed Client
 // sends nothing.
 func TestSendAnswers(t *testing.T) {
@@ -211,6 +212,10 @@ func TestSendAnswers(t *testing.T) {
 		{Operation{Kind: Remove, ID: "id:ns:d::missing"}, 404, true},
 		{Operation{Kind: Put, ID: "id:ns:d::missing", Fields: json.RawMessage(`{}`)}, 404, false},
 		{Operation{Kind: Put, ID: "id:ns:d::bad", Fields: json.RawMessage(`{}`)}, 400, false},
+		// A put or a remove without a condition cannot fail one: a 412 to
+		// it says something is wrong, and nothing was applied.
+		{Operation{Kind: Put, ID: "id:ns:d::precondition", Fields: json.RawMessage(`{}`)}, 412, false},
+		{Operation{Kind: Remove, ID: "id:ns:d::precondition"}, 412, false},
 	} {
 		res, err := c.Send(ctx, tc.op)
 		var fe *Error

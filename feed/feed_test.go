@@ -289,8 +289,9 @@ func TestFeedUnsafeNotRetried(t *testing.T) {
 }
 
 // answers is the fault of a server that answers a conditional operation
-// 412, one on a document named missing 404, and one on a document named
-// bad 400.
+// 412, one on a document named missing 404, one on a document named bad
+// 400, and one on a document named precondition 412, with a condition or
+// not.
 func answers(r *http.Request, _ int) int {
 	switch {
 	case r.URL.Query().Has("condition"):
@@ -299,6 +300,8 @@ func answers(r *http.Request, _ int) int {
 		return http.StatusNotFound
 	case strings.HasSuffix(r.URL.Path, "/bad"):
 		return http.StatusBadRequest
+	case strings.HasSuffix(r.URL.Path, "/precondition"):
+		return http.StatusPreconditionFailed
 	}
 	return 0
 }

@@ -11,7 +11,7 @@ import (
 type ending uint8
 
 const (
-	endAcked    ending = iota // acknowledged: a 2xx, a 412, a 404 to a remove
+	endAcked    ending = iota // acknowledged: a 2xx, a 412 but to an unconditional put or remove, a 404 to a remove
 	endFailed                 // not acknowledged: written to Config.Failed
 	endUnknown                // not safe to repeat and may have been applied: written to Config.Unknown
 	endHeldBack               // not sent behind a failed operation on its document: written to Failed

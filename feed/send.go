@@ -134,6 +134,11 @@ func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 		v.trace = trace(data, c.wire.secrets)
 	}
 	switch {
+	case resp.StatusCode == http.StatusPreconditionFailed && op.condition == "" && op.kind != Update:
+		// A put or a remove without a condition cannot fail one: the
+		// answer says something is wrong (a proxy's, or a route's), and
+		// the operation was not applied.
+		v.cause = fmt.Errorf("%s to an operation without a condition: %s", resp.Status, v.msg)
 	case resp.StatusCode == http.StatusPreconditionFailed, // an answer: the condition was not met
 		resp.StatusCode == http.StatusNotFound && op.kind == Remove: // an answer: there was nothing to remove
 		v.how = endAcked
