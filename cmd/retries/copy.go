@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"iter"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +58,8 @@ type copyCheckpoint struct {
 	Cluster   string         `json:"cluster"`
 	Selection string         `json:"selection,omitempty"`
 	FieldSet  string         `json:"field_set,omitempty"`
+	From      []string       `json:"from,omitempty"` // the endpoints; none in a checkpoint of an older version
+	To        []string       `json:"to,omitempty"`
 	Documents int64          `json:"documents"` // done before this point: acknowledged, or written to -failed
 	Progress  visit.Progress `json:"progress"`
 	Complete  bool           `json:"complete,omitempty"`
@@ -110,7 +113,7 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return usageErrorf("copy: -from: %v", err)
 	}
-	ck := copyCheckpoint{Version: 1, Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet}
+	ck := copyCheckpoint{Version: 1, Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet, From: endpoints(f.from), To: endpoints(f.to.urls)}
 	resumed := false
 	if f.checkpoint != "" {
 		if ck, resumed, err = readCopyCheckpoint(f.checkpoint, ck); err != nil {
@@ -227,6 +230,13 @@ func readCopyCheckpoint(path string, ck copyCheckpoint) (copyCheckpoint, bool, e
 	if prev.Cluster != ck.Cluster || prev.Selection != ck.Selection || prev.FieldSet != ck.FieldSet {
 		return ck, false, fmt.Errorf("%s was made for another copy (-cluster, -selection or -field-set differ): remove it to copy again", path)
 	}
+	switch {
+	case prev.From != nil && !slices.Equal(prev.From, ck.From):
+		return ck, false, fmt.Errorf("%s was made for a copy from other endpoints (-from differs): its continuation tokens are of another Vespa; give the -from it had, or remove it to copy again", path)
+	case prev.To != nil && !slices.Equal(prev.To, ck.To):
+		return ck, false, fmt.Errorf("%s was made for a copy to other endpoints (-to differs): the documents copied before went there, and the new destination would never get them; give the -to it had, or remove it to copy again", path)
+	}
+	prev.From, prev.To = ck.From, ck.To
 	return prev, true, nil
 }
 

@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/seed32e55400/retries/visit"
@@ -57,6 +60,7 @@ type visitCheckpoint struct {
 	Selection  string         `json:"selection,omitempty"`
 	FieldSet   string         `json:"field_set,omitempty"`
 	Output     string         `json:"output"`
+	URLs       []string       `json:"urls,omitempty"` // the endpoints visited; none in a checkpoint of an older version
 	OutputSize int64          `json:"output_size"`
 	Documents  int64          `json:"documents"`
 	Progress   visit.Progress `json:"progress"`
@@ -89,6 +93,8 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageErrorf("visit: -slices %d: want 1 to 4096", f.slices)
 	case f.checkpoint != "" && f.out == "":
 		return usageErrorf("visit: -checkpoint needs -o FILE: stdout cannot be resumed")
+	case f.checkpoint != "" && sameFile(f.out, f.checkpoint):
+		return usageErrorf("visit: -o and -checkpoint name the same file")
 	case f.maxOutage < 0 || f.progress < 0:
 		return usageErrorf("visit: -max-outage and -progress must not be negative")
 	}
@@ -106,11 +112,12 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return usageErrorf("visit: %v", err)
 	}
-	ck := visitCheckpoint{Version: 1, Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet, Output: f.out}
+	ck := visitCheckpoint{Version: 1, Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet, Output: f.out, URLs: endpoints(f.urls)}
 	out := io.Writer(stdout)
 	var file *os.File
+	created := false // the output is this run's, and is removed if the server refuses the visit
 	if f.out != "" {
-		if file, ck, err = openVisitOutput(f.out, f.checkpoint, ck); err != nil {
+		if file, ck, created, err = openVisitOutput(f.out, f.checkpoint, ck); err != nil {
 			return setupErrorf("visit: %v", err)
 		}
 		defer file.Close()
@@ -176,10 +183,20 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return nil
 	})
+	var se *visit.StatusError
+	if errors.As(err, &se) && created && docs == 0 {
+		// A refused visit (a cluster the server does not have) leaves
+		// nothing behind.
+		file.Close()
+		os.Remove(f.out)
+		if f.checkpoint != "" {
+			os.Remove(f.checkpoint) // there was none before this run
+		}
+		return setupErrorf("%v", err)
+	}
 	if serr := save(p); serr != nil && err == nil {
 		err = fmt.Errorf("writing the output or the checkpoint: %w", serr)
 	}
-	var se *visit.StatusError
 	switch {
 	case err == nil:
 		fmt.Fprintf(stderr, "retries visit: %d documents, every slice visited, in %.1fs\n", docs, time.Since(start).Seconds())
@@ -206,23 +223,28 @@ func fieldsOrEmpty(f json.RawMessage) json.RawMessage {
 }
 
 // openVisitOutput opens the output path for a visit whose checkpoint is
-// at ckPath (or none): a new visit creates it; a resumed one cuts it back
-// to the size the checkpoint covers, so that no document is written twice.
-func openVisitOutput(path, ckPath string, ck visitCheckpoint) (*os.File, visitCheckpoint, error) {
+// at ckPath (or none), and reports whether it created it: a new visit
+// creates it; a resumed one cuts it back to the size the checkpoint
+// covers, so that no document is written twice.
+func openVisitOutput(path, ckPath string, ck visitCheckpoint) (*os.File, visitCheckpoint, bool, error) {
 	if ckPath != "" {
 		data, err := os.ReadFile(ckPath)
 		switch {
 		case err == nil:
 			var prev visitCheckpoint
 			if err := json.Unmarshal(data, &prev); err != nil || prev.Version != 1 {
-				return nil, ck, fmt.Errorf("%s is not a checkpoint of retries visit", ckPath)
+				return nil, ck, false, fmt.Errorf("%s is not a checkpoint of retries visit", ckPath)
 			}
 			if prev.Cluster != ck.Cluster || prev.Selection != ck.Selection || prev.FieldSet != ck.FieldSet || prev.Output != ck.Output {
-				return nil, ck, fmt.Errorf("%s was made for another visit (-cluster, -selection, -field-set or -o differ): remove it to visit again", ckPath)
+				return nil, ck, false, fmt.Errorf("%s was made for another visit (-cluster, -selection, -field-set or -o differ): remove it to visit again", ckPath)
 			}
+			if prev.URLs != nil && !slices.Equal(prev.URLs, ck.URLs) {
+				return nil, ck, false, fmt.Errorf("%s was made for a visit of other endpoints (-url differs): a continuation token of one Vespa means nothing to another, and the output would mix two corpora; give the -url it had, or remove it to visit again", ckPath)
+			}
+			prev.URLs = ck.URLs
 			file, err := os.OpenFile(path, os.O_RDWR, 0)
 			if err != nil {
-				return nil, ck, err
+				return nil, ck, false, err
 			}
 			st, err := file.Stat()
 			if err == nil && st.Size() < prev.OutputSize {
@@ -236,13 +258,30 @@ func openVisitOutput(path, ckPath string, ck visitCheckpoint) (*os.File, visitCh
 			}
 			if err != nil {
 				file.Close()
-				return nil, ck, err
+				return nil, ck, false, err
 			}
-			return file, prev, nil
+			return file, prev, false, nil
 		case !errors.Is(err, fs.ErrNotExist):
-			return nil, ck, err
+			return nil, ck, false, err
 		}
 	}
 	file, err := os.Create(path)
-	return file, ck, err
+	return file, ck, err == nil, err
+}
+
+// endpoints returns urls as a checkpoint records them: sorted, without
+// duplicates, a trailing slash or a user and password (a checkpoint holds
+// no credential), so that the same endpoints in any order compare equal:
+// the slices' tokens hold on any endpoint of the same Vespa.
+func endpoints(urls []string) []string {
+	out := make([]string, len(urls))
+	for i, s := range urls {
+		if u, err := url.Parse(s); err == nil {
+			u.User = nil
+			s = u.String()
+		}
+		out[i] = strings.TrimRight(s, "/")
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
