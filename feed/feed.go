@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 
 	"github.com/seed32e55400/retries"
+	"github.com/seed32e55400/retries/internal/redact"
 )
 
 // Client sends operations to the document/v1 endpoints of a Config. Its
@@ -93,7 +94,7 @@ func New(cfg Config) (*Client, error) {
 		c.unknownOut = &failedWriter{w: cfg.Unknown}
 	}
 	c.params = requestParams(cfg)
-	c.wire.secrets = newRedactor(cfg.Header)
+	c.wire.secrets = redact.New(cfg.Header)
 	c.progressOut = c.out
 	if cfg.ProgressOut != nil {
 		c.progressOut = &lockedWriter{w: cfg.ProgressOut}

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/seed32e55400/retries/feed/feedtest"
+	"github.com/seed32e55400/retries/internal/redact"
 )
 
 // TestResultSaysWhatHappened: a 412 and a 404 to a remove are answers
@@ -103,7 +104,7 @@ func TestLoggerRecords(t *testing.T) {
 func TestRedactsEncodedSecrets(t *testing.T) {
 	t.Parallel()
 	secret := "Bearer s3cr3t/t0ken+x=y"
-	r := newRedactor(http.Header{"Authorization": {secret}, "X-Tenant": {"ab1"}})
+	r := redact.New(http.Header{"Authorization": {secret}, "X-Tenant": {"ab1"}})
 	token := "s3cr3t/t0ken+x=y"
 	for _, echo := range []string{
 		secret, token, url.QueryEscape(secret), url.QueryEscape(token), url.PathEscape(token),

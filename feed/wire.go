@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/seed32e55400/retries"
+	"github.com/seed32e55400/retries/internal/redact"
 )
 
 // wireStats are the counts of what went on the wire, kept by a
@@ -30,7 +31,7 @@ type wireStats struct {
 	unavailable              atomic.Int64 // 503 responses
 
 	lastFailure atomic.Pointer[string] // the last 5xx or error, described
-	secrets     *redactor              // redacts the header values sent, in a quoted body
+	secrets     *redact.Redactor       // redacts the header values sent, in a quoted body
 
 	mu                 sync.Mutex
 	codes              map[int]int64
