@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // errBusy is a stream the server refused with a 429: it serves no more
@@ -27,16 +28,17 @@ var errCut = errors.New("visit: a stream cut short")
 // out what it reads through emit as it reads it: a page whole, a stream
 // at each continuation token and every WantedDocumentCount documents.
 func (c *Client) request(ctx context.Context, s *slice, emit func([]Document, mark) bool) (err error) {
+	waitStart := time.Now()
 	n, err := s.ep.gate.enter(ctx)
 	if err != nil {
 		return err
 	}
+	s.excuse(time.Since(waitStart)) // waiting for a place is no outage
 	var once sync.Once
 	leave := func(busy bool) { once.Do(func() { s.ep.gate.leave(busy, n) }) }
 	defer func() { leave(errors.Is(err, errBusy)) }()
 	c.counts.requests.Add(1)
 	defer func() { c.counts.count(ctx, err) }()
-	s.hear() // waiting for a place is no outage
 	stream := !c.cfg.Pages && !s.ep.gate.crowded()
 	rctx, stop := c.watch(ctx, s)
 	defer stop()
@@ -58,7 +60,7 @@ func (c *Client) request(ctx context.Context, s *slice, emit func([]Document, ma
 		if json.Unmarshal(body, &v) != nil || v.Message == "" {
 			v.Message = strings.TrimSpace(string(body))
 		}
-		return &StatusError{Status: code, Message: v.Message}
+		return &StatusError{Status: code, Message: c.secrets.Redact(v.Message)}
 	case code != http.StatusOK:
 		return fmt.Errorf("visit: %s", resp.Status)
 	}
@@ -105,8 +107,9 @@ func (c *Client) readPage(body io.Reader, s *slice, emit func([]Document, mark) 
 	}
 	read()
 	var v struct {
-		Documents    []Document `json:"documents"`
-		Continuation string     `json:"continuation"`
+		Documents    []Document      `json:"documents"`
+		Continuation string          `json:"continuation"`
+		Message      json.RawMessage `json:"message"`
 	}
 	if err := json.Unmarshal(data, &v); err != nil {
 		return fmt.Errorf("%w: a page that is not JSON: %v", errCut, err) // asked for again
@@ -119,12 +122,44 @@ func (c *Client) readPage(body io.Reader, s *slice, emit func([]Document, mark) 
 	}
 	c.counts.documents.Add(int64(len(docs)))
 	c.counts.dropped.Add(int64(len(v.Documents) - len(docs)))
+	if len(docs) > 0 {
+		s.progressed()
+	}
+	if msg := pageMessage(v.Message); msg != "" {
+		// The server says the visit failed (an older Vespa answers a
+		// session that failed so, with no token): the slice is asked again
+		// from its token, and drops what it reads again. Its documents
+		// are handed out; its token, if any, is not taken.
+		if len(docs) > 0 && !emit(docs, s.mark()) {
+			return errStopped
+		}
+		return fmt.Errorf("visit: the server failed the page: %s", c.secrets.Redact(msg))
+	}
+	if v.Continuation != s.token {
+		s.progressed()
+	}
 	s.pageRead(v.Continuation)
-	s.hear()
 	if !emit(docs, s.mark()) {
 		return errStopped
 	}
 	return nil
+}
+
+// pageMessage returns the text of a page's "message": a string, or an
+// object with a "text", or "" for none.
+func pageMessage(raw json.RawMessage) string {
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		return strings.TrimSpace(text)
+	}
+	var m struct{ Text string }
+	if json.Unmarshal(raw, &m) == nil && m.Text != "" {
+		return strings.TrimSpace(m.Text)
+	}
+	if len(raw) > 0 && string(raw) != "null" {
+		return string(raw)
+	}
+	return ""
 }
 
 // streamLine is one line of a JSON lines visit.
@@ -146,10 +181,13 @@ type streamLine struct {
 // last token, or none once the slice is done) and the session's stats. A
 // stream that ends before its stats, or says it failed, is an error: the
 // slice goes on from the last token read, and drops what it read again.
+// No token after an error message moves the slice (Vespa writes the
+// epilogue of a failed session, whose progress may read finished), and
+// the slice is done only once a stream that ended well said so.
 func (c *Client) readStream(body io.Reader, s *slice, emit func([]Document, mark) bool) error {
 	br := bufio.NewReaderSize(body, 64<<10)
 	var batch []Document
-	moved, ended := false, false
+	moved, ended, done := false, false, false
 	var failure string
 	flush := func() bool {
 		ok := emit(batch, s.mark())
@@ -177,11 +215,10 @@ func (c *Client) readStream(body io.Reader, s *slice, emit func([]Document, mark
 			switch {
 			case line == nil:
 			case l.Put != "":
-				s.hear()
-				s.pieces++
 				if s.read(l.Put) {
 					batch = append(batch, Document{ID: l.Put, Fields: l.Fields})
 					c.counts.documents.Add(1)
+					s.progressed()
 				} else {
 					c.counts.dropped.Add(1)
 				}
@@ -189,10 +226,14 @@ func (c *Client) readStream(body io.Reader, s *slice, emit func([]Document, mark
 				if len(batch) >= c.cfg.WantedDocumentCount && !flush() {
 					return errStopped
 				}
+			case l.Continuation != nil && failure != "": // a failed session's: it moves nothing
+			case l.Continuation != nil && l.Continuation.Token == "":
+				done = true // once the stream ends well
 			case l.Continuation != nil:
-				s.hear()
-				s.pieces++
-				s.tokenRead(l.Continuation.Token)
+				if l.Continuation.Token != s.token {
+					s.tokenRead(l.Continuation.Token)
+					s.progressed()
+				}
 				if !flush() {
 					return errStopped
 				}
@@ -208,11 +249,17 @@ func (c *Client) readStream(body io.Reader, s *slice, emit func([]Document, mark
 			}
 			switch {
 			case failure != "":
-				return fmt.Errorf("visit: the server ended a stream: %s", failure)
+				return fmt.Errorf("visit: the server failed the stream: %s", c.secrets.Redact(failure))
 			case !errors.Is(err, io.EOF):
 				return fmt.Errorf("%w: %w", errCut, err)
 			case !ended:
 				return errCut
+			case done:
+				s.tokenRead("")
+				s.progressed()
+				if !flush() {
+					return errStopped
+				}
 			}
 			return nil
 		}

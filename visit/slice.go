@@ -123,8 +123,8 @@ type slice struct {
 	olderL  []string
 	recent  map[string]struct{}
 	recentL []string
-	heard   atomic.Int64 // when the slice last read something, as UnixNano
-	pieces  int          // documents and tokens read
+	heard   atomic.Int64 // when the slice last read something new, as UnixNano, less the time it waited at the gate since
+	pieces  int          // new documents and tokens that moved the slice, read
 }
 
 func newSlice(id int, ep *endpoint, token string, seen []string) *slice {
@@ -179,8 +179,13 @@ func (s *slice) tokenRead(token string) {
 	}
 }
 
-// pageRead moves the slice past a page, whose token covers all of it.
+// pageRead moves the slice past a page, whose token covers all of it. A
+// page that gives back the token it was asked from covers nothing more:
+// what was read under that token is kept, and dropped if read again.
 func (s *slice) pageRead(token string) {
+	if token != "" && token == s.token {
+		return
+	}
 	s.token, s.done = token, token == ""
 	s.roll(false)
 }
@@ -198,32 +203,58 @@ func (s *slice) mark() mark {
 	return mark{token: s.token, done: s.done, seen: seen}
 }
 
-func (s *slice) hear() { s.heard.Store(time.Now().UnixNano()) }
+// progressed notes something new read: a document not read before, or a
+// token that moves the slice. A document read again, or the same token
+// again, is no progress: a server that answers the same page or token for
+// ever is out, however fast it answers.
+func (s *slice) progressed() {
+	s.heard.Store(time.Now().UnixNano())
+	s.pieces++
+}
+
+// excuse takes the time d that the slice waited for a place at the gate
+// off its outage: the server said it was busy, not that it was out.
+func (s *slice) excuse(d time.Duration) { s.heard.Add(int64(d)) }
 
 // run reads slice s to its end, handing out what it reads through emit,
 // which returns false when no more is wanted. A request that fails is
 // made again, from where the slice stands, until the slice has read
 // nothing for MaxOutage.
 func (c *Client) run(ctx context.Context, s *slice, emit func([]Document, mark) bool) error {
-	s.hear()
+	s.heard.Store(time.Now().UnixNano())
 	for !s.done {
 		pieces := s.pieces
 		err := c.request(ctx, s, emit)
+		progressed := s.pieces > pieces
+		if err == nil && !progressed && !s.done {
+			err = errNoProgress
+			c.counts.failed.Add(1)
+		}
 		var se *StatusError
 		switch {
 		case err == nil:
+			c.health.ok()
 			continue
-		case errors.Is(err, errCut) && s.pieces > pieces:
+		case errors.Is(err, errCut) && progressed:
+			c.health.ok()
 			continue // a stream cut short after it brought something: on from there at once
 		case errors.Is(err, errBusy): // the gate holds the slice back from now on
 			if sleep(ctx, time.Duration(100+rand.IntN(200))*time.Millisecond) != nil {
 				return context.Cause(ctx)
 			}
 			continue
-		case errors.Is(err, errStopped), errors.As(err, &se), ctx.Err() != nil:
+		case errors.Is(err, errStopped), ctx.Err() != nil:
 			return err
-		case c.cfg.MaxOutage > 0 && time.Since(time.Unix(0, s.heard.Load())) >= c.cfg.MaxOutage:
-			return fmt.Errorf("%w (%v, slice %d): %w", ErrMaxOutage, c.cfg.MaxOutage, s.id, err)
+		case errors.As(err, &se):
+			c.health.failed(err, c.cfg.MaxOutage)
+			return err
+		}
+		if progressed {
+			c.health.ok() // what it read before failing is new
+		}
+		c.health.failed(err, c.cfg.MaxOutage)
+		if c.cfg.MaxOutage > 0 && time.Since(time.Unix(0, s.heard.Load())) >= c.cfg.MaxOutage {
+			return fmt.Errorf("%w (%v, slice %d): %w", ErrMaxOutage, c.cfg.MaxOutage, s.id, &shortError{err})
 		}
 		if sleep(ctx, time.Duration(500+rand.IntN(500))*time.Millisecond) != nil {
 			return context.Cause(ctx)
@@ -243,6 +274,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// errNoProgress is a request answered well that read nothing new: the
+// same token, documents read before. It is retried as a failure, after a
+// wait, for at most MaxOutage.
+var errNoProgress = errors.New("visit: the server answered nothing new (the same continuation token, documents read before)")
 
 // errQuiet ends a request of a slice that has read nothing for MaxOutage.
 var errQuiet = errors.New("visit: nothing read for -max-outage")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 )
 
 // Stats are a Client's counts since New, its Visits' together, for
@@ -17,6 +18,12 @@ type Stats struct {
 	Failed    int64 // of them, failed otherwise: a 5xx or an error the layers gave up on, a 4xx
 	InFlight  int64 // requests in flight now, over every endpoint
 	Limit     int64 // the visits the gates let in flight at once, over every endpoint
+	// Failing is the cause of the last request that failed, while no
+	// request has read anything new since, with the header values sent
+	// redacted; FailingFor is how long since the first of those failures.
+	// "" and 0 while the requests succeed.
+	Failing    string
+	FailingFor time.Duration
 }
 
 // visitCounts are the counts behind Stats.
@@ -43,6 +50,7 @@ func (c *Client) Stats() Stats {
 	k := &c.counts
 	s := Stats{Documents: k.documents.Load(), Dropped: k.dropped.Load(), Requests: k.requests.Load(),
 		Throttled: k.throttled.Load(), Cut: k.cut.Load(), Failed: k.failed.Load()}
+	s.Failing, s.FailingFor = c.health.state()
 	for _, ep := range c.endpoints {
 		ep.gate.mu.Lock()
 		s.InFlight += int64(ep.gate.inflight)

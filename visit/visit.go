@@ -26,16 +26,19 @@
 package visit
 
 import (
+	"cmp"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/seed32e55400/retries"
+	"github.com/seed32e55400/retries/internal/redact"
 )
 
 // Config says what a Client visits, and how.
@@ -66,6 +69,13 @@ type Config struct {
 	MaxOutage time.Duration
 	// Budget bounds the outer layer's retries; nil: retries.NewBudget(0.1, 5).
 	Budget *retries.Budget
+	// Log, if not nil, gets a line when requests begin to fail (the cause,
+	// and how long the visit waits for them to succeed again) and one
+	// when they succeed again, each after LogPrefix ("": "retries visit: ").
+	// The values of Header are redacted from what it quotes of the
+	// server's answers, as they are from every error of the Client.
+	Log       io.Writer
+	LogPrefix string
 }
 
 // Document is one document visited.
@@ -125,6 +135,8 @@ type Client struct {
 	cfg       Config
 	endpoints []*endpoint
 	counts    visitCounts
+	secrets   *redact.Redactor // the values of cfg.Header
+	health    health
 }
 
 // endpoint is one URL and the layers of the slices visited through it.
@@ -178,7 +190,8 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Budget == nil {
 		cfg.Budget = retries.NewBudget(0.1, 5)
 	}
-	c := &Client{cfg: cfg}
+	c := &Client{cfg: cfg, secrets: redact.New(cfg.Header)}
+	c.health.log, c.health.prefix = cfg.Log, cmp.Or(cfg.LogPrefix, "retries visit: ")
 	outer := DefaultOuter.Copy(retries.WithBudget(cfg.Budget))
 	for i, s := range urls {
 		share := (cfg.Slices - i + len(urls) - 1) / len(urls) // the slices visited through it
