@@ -119,7 +119,7 @@ func (c *Client) Feed(ctx context.Context, ops iter.Seq2[Operation, error], done
 	}
 	msg := fmt.Sprintf("feed: %d of %d elements not acknowledged", res.failed, res.elements)
 	if res.unread.line > 0 {
-		msg += fmt.Sprintf(", and the input from %v on not read", res.unread)
+		msg += ", and " + res.unreadText() + " not read"
 	}
 	if cause != nil {
 		return fmt.Errorf("%s: %w", msg, cause)

@@ -31,6 +31,7 @@ func (r *run) dispatchAll(p *pump) (res Report, eof bool) {
 		if it.after.line > 0 {
 			res.unread = it.after
 		}
+		res.lineless = it.err == nil && it.pub.Line == 0
 		if it.err != nil {
 			if r.badInput(&res, it) {
 				continue

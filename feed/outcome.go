@@ -100,9 +100,7 @@ func (c *Client) finish(r *run, o outcome) error {
 		c.failedOut.write(op)
 	case endNotSent:
 		err = &Error{Err: ErrNotSent}
-		if r != nil && r.c.cfg.Resumable {
-			c.out.logf("not sent: %s (left to the resumed feed)\n", op.name())
-		} else {
+		if r == nil || !r.c.cfg.Resumable { // a resumable feed's are counted in its last line
 			c.out.logf("not sent: %s\n", op.name())
 			c.failedOut.write(op)
 		}

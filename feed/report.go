@@ -29,6 +29,8 @@ type Report struct {
 	pauses        int64        // the times the feed paused
 	paused        time.Duration
 	unread        inputPos // line > 0: the input from here on was not read (interrupted, or broken JSON)
+	lineless      bool     // the operations taken had no input line: an iterator's, not Read's
+	resumable     bool     // Config.Resumable: what was not sent is left to the resumed feed
 	notFound      int64    // removes answered 404
 	condFailed    int64    // operations answered 412
 	refusals      int64    // retries the budget refused

@@ -121,12 +121,26 @@ func (r Report) shortfall() string {
 	add(failed, "failed")
 	add(r.unknown, "failed with an unknown outcome (they may have been applied)")
 	add(r.heldBack, "held back behind a failed one")
-	add(int64(len(r.unsent)), "not sent")
+	if r.resumable {
+		add(int64(len(r.unsent)), "not sent (left to the resumed feed)")
+	} else {
+		add(int64(len(r.unsent)), "not sent")
+	}
 	add(r.badInput, "malformed (not sent, not written)")
 	if r.unread.line > 0 {
-		parts = append(parts, fmt.Sprintf("the input from %v on not read", r.unread))
+		parts = append(parts, r.unreadText()+" not read")
 	}
 	return strings.Join(parts, ", ")
+}
+
+// unreadText names the input not read: "the input from line 5 on", or,
+// for operations without input lines (an iterator's), "the operations not
+// yet taken".
+func (r Report) unreadText() string {
+	if r.lineless {
+		return "the operations not yet taken"
+	}
+	return fmt.Sprintf("the input from %v on", r.unread)
 }
 
 func round3(x float64) float64 {

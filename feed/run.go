@@ -129,7 +129,7 @@ func (r *run) feed(ctx context.Context, ops iter.Seq2[Operation, error]) Report 
 	}
 	r.settle(&res)
 	if !eof {
-		c.out.logf("%s: the input from %v on was not read\n", r.why(), res.unread)
+		c.out.logf("%s: %s was not read\n", r.why(), res.unreadText())
 		if writeRest {
 			r.writeRest(&res, p)
 		}
@@ -150,6 +150,7 @@ func (r *run) feed(ctx context.Context, ops iter.Seq2[Operation, error]) Report 
 			c.out.logf("writing the operations not acknowledged: %v; the file is incomplete\n", res.writeErr)
 		}
 	}
+	res.resumable = c.cfg.Resumable
 	if line := res.shortfall(); line != "" {
 		c.out.logf("not fed: %s\n", line)
 	}

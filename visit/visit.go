@@ -27,6 +27,7 @@ package visit
 
 import (
 	"cmp"
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -192,7 +193,18 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, secrets: redact.New(cfg.Header)}
 	c.health.log, c.health.prefix = cfg.Log, cmp.Or(cfg.LogPrefix, "retries visit: ")
-	outer := DefaultOuter.Copy(retries.WithBudget(cfg.Budget))
+	// A failed attempt is heard of as it fails, not once the layers give
+	// up on it (which a connection refused takes 20 s to do).
+	heard := retries.WithBeforeSleep(func(_ context.Context, st retries.State) {
+		err := st.Err
+		if r, ok := st.Value.(*http.Response); ok && err == nil {
+			err = fmt.Errorf("visit: %s", r.Status)
+		}
+		if err != nil {
+			c.health.failed(err, cfg.MaxOutage)
+		}
+	})
+	outer := DefaultOuter.Copy(retries.WithBudget(cfg.Budget), heard)
 	for i, s := range urls {
 		share := (cfg.Slices - i + len(urls) - 1) / len(urls) // the slices visited through it
 		ep := &endpoint{base: strings.TrimRight(s, "/"), breaker: retries.NewBreaker(retries.BreakerConfig{}), gate: newGate(max(share, 1))}
@@ -200,7 +212,7 @@ func New(cfg Config) (*Client, error) {
 		base.TLSClientConfig = cfg.TLS
 		base.MaxIdleConnsPerHost = max(share, 1)
 		outage := retries.RetryIfOutage(ep.breaker, DefaultOuter.Retry())
-		inner := DefaultInner.Copy(retries.WithBreaker(ep.breaker), retries.WithRetry(retries.RetryAny(
+		inner := DefaultInner.Copy(heard, retries.WithBreaker(ep.breaker), retries.WithRetry(retries.RetryAny(
 			retries.RetryAll(DefaultInner.Retry(), retries.RetryNot(retries.RetryIfStatus(http.StatusTooManyRequests))), outage)))
 		ep.http = &http.Client{Transport: retries.NewTransport(retries.NewTransport(base, inner), outer)}
 		c.endpoints = append(c.endpoints, ep)

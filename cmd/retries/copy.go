@@ -11,6 +11,7 @@ import (
 	"iter"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,6 +90,7 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := f.to.check([]string{"-"}); err != nil {
 		return err
 	}
+	stderr = &syncWriter{w: stderr} // the visit's log, the feed's and the progress write at once
 	cfg, err := f.to.config(stderr)
 	if err != nil {
 		return err
@@ -109,7 +111,7 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// into the socket's buffers), and a copy killed visits little again.
 	src, err := visit.New(visit.Config{URLs: f.from, Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet,
 		Slices: f.slices, Pages: true, Header: f.fromHeader.h, TLS: srcTLS, MaxOutage: orNone(f.to.maxOutage),
-		WantedDocumentCount: copyPage})
+		WantedDocumentCount: copyPage, Log: stderr, LogPrefix: "retries copy: the source: "})
 	if err != nil {
 		return usageErrorf("copy: -from: %v", err)
 	}
@@ -143,12 +145,15 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		defer failed.Close()
 		cfg.Failed = failed
 	}
+	cp := newCopier(ck, f.checkpoint, failed)
+	if !cfg.ProgressJSON {
+		cfg.ProgressLine = func(p feed.Progress) string { return cp.line(p, src.Stats(), f.slices, f.to.maxOutage) }
+	}
 	dst, err := feed.New(cfg)
 	if err != nil {
 		return usageErrorf("copy: -to: %v", err)
 	}
 	defer dst.Close()
-	cp := newCopier(ck, f.checkpoint, failed)
 	if err := cp.save(); err != nil {
 		return setupErrorf("copy: -checkpoint: %v", err)
 	}
@@ -206,7 +211,7 @@ func copyExit(ctx context.Context, res feed.Report, verr, serr error, cp *copier
 		fmt.Fprintf(stderr, "retries copy: %d documents visited, %d acknowledged: the destination was out for longer than -max-outage\n", visited, acked)
 		return silentExit(exitOutage)
 	case errors.Is(verr, visit.ErrMaxOutage):
-		fmt.Fprintf(stderr, "retries copy: %d documents visited, %d acknowledged: the source was out for longer than -max-outage (%v)\n", visited, acked, verr)
+		fmt.Fprintf(stderr, "retries copy: %d documents visited, %d acknowledged: the source: %s\n", visited, acked, strings.TrimPrefix(verr.Error(), "visit: "))
 		return silentExit(exitOutage)
 	}
 	fmt.Fprintf(stderr, "retries copy: %d documents visited, %d acknowledged: not every document was copied\n", visited, acked)
@@ -264,6 +269,7 @@ type copier struct {
 	failed  *os.File
 	visited atomic.Int64
 	acked   atomic.Int64
+	slices  atomic.Int64 // done, as the last page handed out says
 
 	mu      sync.Mutex
 	changed *sync.Cond
@@ -316,9 +322,41 @@ func (cp *copier) page(pg visit.Page) error {
 	}
 	cp.queued += len(pg.Documents)
 	cp.visited.Add(int64(len(pg.Documents)))
+	done := 0
+	for _, d := range pg.Progress.Done {
+		if d {
+			done++
+		}
+	}
+	cp.slices.Store(int64(done))
 	cp.marks = append(cp.marks, copyMark{last: cp.next - 1, prog: pg.Progress})
 	cp.changed.Broadcast()
 	return nil
+}
+
+// line is the copy's progress line, both sides on one: the documents
+// visited and acknowledged count those of the copies before a resume,
+// "copy 3.0s: 5200 visited (2 of 8 slices done), 5000 acknowledged,
+// 1650/s, 0 failed, 32 in flight", and what each side waits for.
+func (cp *copier) line(p feed.Progress, vs visit.Stats, slices int, maxOutage time.Duration) string {
+	l := fmt.Sprintf("copy %5.1fs: %d visited (%d of %d slices done", p.Elapsed.Seconds(), cp.base+cp.visited.Load(), cp.slices.Load(), slices)
+	if vs.Throttled > 0 {
+		l += fmt.Sprintf(", %d×429 from the source", vs.Throttled)
+	}
+	l += fmt.Sprintf("), %d acknowledged, %.0f/s, %d failed, %d in flight", cp.base+p.Acknowledged, p.Rate, p.Failed, p.InFlight)
+	if p.Throttled > 0 {
+		l += fmt.Sprintf(", %d×429 from the destination", p.Throttled)
+	}
+	if p.Paused {
+		l += "; the destination is out: sending only probes"
+	}
+	if vs.Failing != "" {
+		l += fmt.Sprintf("; the source failing for %v: %s", vs.FailingFor.Round(100*time.Millisecond), vs.Failing)
+		if maxOutage > 0 {
+			l += fmt.Sprintf(", ending in %v unless a request succeeds (-max-outage)", max(maxOutage-vs.FailingFor, 0).Round(time.Second))
+		}
+	}
+	return l
 }
 
 // visitDone records the end of the visit.

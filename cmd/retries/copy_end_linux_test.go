@@ -209,3 +209,36 @@ func TestCopyInterruptedOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadEndpointSaid: visit and copy against a port where nothing
+// listens say why at once, before their first progress line, which then
+// says for how long they have waited and how long they wait more; they end
+// with exit 4 after -max-outage, naming the side that was out. The visit
+// used to print nothing until then, and a copy never named the source.
+func TestDeadEndpointSaid(t *testing.T) {
+	t.Parallel()
+	dead := deadURL(t)
+	dst := feedtest.New(t, nil)
+	for _, tc := range []struct {
+		args        []string
+		first, last string
+	}{
+		{[]string{"visit", "-url", dead, "-cluster", "music", "-max-outage", "2500ms"},
+			"retries visit: failing: dial tcp", "retries visit: a slice has failed for longer than -max-outage"},
+		{[]string{"copy", "-from", dead, "-to", dst.URL, "-cluster", "music", "-max-outage", "2500ms"},
+			"retries copy: the source: failing: dial tcp", "0 acknowledged: the source: a slice has failed for longer than -max-outage"},
+	} {
+		p := startCommand(t, tc.args...)
+		first := p.waitLine(t, "")
+		if !strings.HasPrefix(first, tc.first) || !strings.Contains(first, "connection refused") || !strings.Contains(first, "for up to 2.5s (-max-outage)") {
+			t.Errorf("%s: the first line %q, want %q… with the cause and the wait", tc.args[0], first, tc.first)
+		}
+		progress := p.waitLine(t, tc.args[0]+"   1.")
+		if !strings.Contains(progress, "failing for 1") || !strings.Contains(progress, "connection refused") || !strings.Contains(progress, "unless a request succeeds (-max-outage)") {
+			t.Errorf("%s: the progress line %q says nothing of the failure", tc.args[0], progress)
+		}
+		if code := p.wait(t); code != exitOutage || !strings.Contains(p.errText(), tc.last) {
+			t.Errorf("%s: exit %d, want %d; stderr:\n%s", tc.args[0], code, exitOutage, p.errText())
+		}
+	}
+}

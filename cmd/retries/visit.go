@@ -107,8 +107,9 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return setupErrorf("visit: -header-file: %v", err)
 		}
 	}
+	stderr = &syncWriter{w: stderr} // the visit's log and the progress lines write at once
 	c, err := visit.New(visit.Config{URLs: f.urls, Pages: f.pages, Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet,
-		Slices: f.slices, Header: f.header.h, TLS: tlsCfg, MaxOutage: orNone(f.maxOutage)})
+		Slices: f.slices, Header: f.header.h, TLS: tlsCfg, MaxOutage: orNone(f.maxOutage), Log: stderr})
 	if err != nil {
 		return usageErrorf("visit: %v", err)
 	}
@@ -139,8 +140,11 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	// The first piece is saved at once, then one every visitSaveEvery at
 	// most.
-	start, lastSave, lastProgress := time.Now(), time.Time{}, time.Now()
+	start, lastSave := time.Now(), time.Time{}
 	docs := ck.Documents
+	prog := &visitProgress{slices: f.slices, maxOutage: f.maxOutage}
+	prog.docs.Store(docs)
+	stopProgress := prog.start(stderr, "visit", f.progress, start, c.Stats)
 	// save makes what was written durable, then the checkpoint that covers
 	// it: the output's size and the progress of the pages in it.
 	save := func(p visit.Progress) error {
@@ -170,6 +174,7 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			fmt.Fprintf(w, `{"put":%s,"fields":%s}`+"\n", id, fieldsOrEmpty(d.Fields))
 		}
 		docs += int64(len(pg.Documents))
+		prog.note(pg)
 		now := time.Now()
 		if now.Sub(lastSave) >= visitSaveEvery {
 			lastSave = now
@@ -177,12 +182,9 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				return fmt.Errorf("writing the output or the checkpoint: %w", err)
 			}
 		}
-		if f.progress > 0 && now.Sub(lastProgress) >= f.progress {
-			lastProgress = now
-			fmt.Fprintf(stderr, "visit %5.1fs: %d documents\n", now.Sub(start).Seconds(), docs)
-		}
 		return nil
 	})
+	stopProgress()
 	var se *visit.StatusError
 	if errors.As(err, &se) && created && docs == 0 {
 		// A refused visit (a cluster the server does not have) leaves
@@ -207,10 +209,10 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stderr, "retries visit: interrupted after %d documents\n", docs)
 		return silentExit(exitInterrupted)
 	case errors.Is(err, visit.ErrMaxOutage):
-		fmt.Fprintf(stderr, "retries visit: %v\n", err)
+		fmt.Fprintf(stderr, "retries visit: %s\n", strings.TrimPrefix(err.Error(), "visit: "))
 		return silentExit(exitOutage)
 	}
-	fmt.Fprintf(stderr, "retries visit: %v\n", err)
+	fmt.Fprintf(stderr, "retries visit: %s\n", strings.TrimPrefix(err.Error(), "visit: "))
 	return errSilent
 }
 
