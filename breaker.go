@@ -87,7 +87,10 @@ type BreakerConfig struct {
 // error that is not retried, and an attempt whose context ended are
 // neither. While it is open, it lets one attempt through as a probe, 50 ms
 // after the opening and then at intervals that double while probes fail,
-// up to MaxProbeInterval (1 s); a probe that succeeds closes the breaker.
+// up to MaxProbeInterval (1 s), or up to 100 ms after a probe answered with
+// a 5xx (or another status retried): a server that answers is there,
+// failing some requests, and the next probe may pass. A probe that
+// succeeds closes the breaker.
 // An attempt let through before the breaker opened that succeeds after it
 // does not close it: it says nothing of the server since.
 //
@@ -131,7 +134,11 @@ const (
 	breakerStreak    = 5
 	breakerQuiet     = time.Second
 	breakerFirstWait = 50 * time.Millisecond
-	breakerMaxWait   = time.Second
+	// breakerAnsweredWait caps the interval between probes answered with
+	// a 5xx: against a server failing half its requests, a stretch of 2 s
+	// with no probe through takes about 20 failures in a row.
+	breakerAnsweredWait = 100 * time.Millisecond
+	breakerMaxWait      = time.Second
 )
 
 // NewBreaker returns a closed Breaker configured by c.
@@ -261,6 +268,7 @@ const (
 	breakerNeutral breakerOutcome = iota
 	breakerSuccess
 	breakerFailure
+	breakerFailedAnswer // a failure that is an answer, a 5xx: the server is there
 )
 
 // report records the outcome of an attempt admitted by b, and reports
@@ -293,7 +301,7 @@ func (b *Breaker) report(probe bool, o breakerOutcome) (outage bool) {
 		if probe && b.state != BreakerClosed {
 			b.close(now)
 		}
-	case breakerFailure:
+	case breakerFailure, breakerFailedAnswer:
 		b.fails++
 		b.record(true)
 		if b.streak++; b.streak == 1 && b.successes+b.fastOK.Load() > 0 {
@@ -302,6 +310,11 @@ func (b *Breaker) report(probe bool, o breakerOutcome) (outage bool) {
 		switch {
 		case b.state == BreakerClosed && b.failing(now):
 			b.open(now, min(breakerFirstWait, b.maxProbe()))
+		case probe && o == breakerFailedAnswer:
+			// A server that answers is there, failing some requests:
+			// waiting longer for it says nothing more, and the next
+			// probe may pass.
+			b.open(now, min(2*b.interval, breakerAnsweredWait, b.maxProbe()))
 		case probe:
 			b.open(now, min(2*b.interval, b.maxProbe()))
 		}
@@ -459,13 +472,14 @@ func (b *Breaker) judge(v any, err error, retried, ctxDone bool) breakerOutcome 
 	switch {
 	case ctxDone, b.backpressure(v, err):
 		return breakerNeutral
+	}
+	code, answered := statusOf(v, err)
+	switch {
+	case answered && (retried || code >= 500 && code <= 599):
+		return breakerFailedAnswer
 	case retried:
 		return breakerFailure
-	}
-	if code, ok := statusOf(v, err); ok {
-		if code >= 500 && code <= 599 {
-			return breakerFailure
-		}
+	case answered:
 		return breakerSuccess
 	}
 	if err != nil && (inTree(err, ErrAttemptTimeout) || IsConnectionError(err)) {

@@ -652,3 +652,47 @@ func TestBreakerThresholds(t *testing.T) {
 		})
 	}
 }
+
+// TestBreakerProbesAnAnsweringServerOften: probes answered with a 503
+// lengthen the interval between probes to 100 ms at most, where probes
+// that meet a connection error double it to MaxProbeInterval: a server
+// that answers is there, failing some requests, and the next probe may
+// pass. A feed against a server failing
+// half its requests went seconds without an operation ending, the
+// interval doubled to 1 s while half the probes failed.
+func TestBreakerProbesAnAnsweringServerOften(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		fail  func() (*http.Response, error)
+		grows bool
+	}{
+		{"503", func() (*http.Response, error) {
+			return &http.Response{StatusCode: http.StatusServiceUnavailable, Body: http.NoBody}, nil
+		}, false},
+		{"connection refused", func() (*http.Response, error) { return nil, errRefused }, true},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			b := retries.NewBreaker(retries.BreakerConfig{})
+			p := retries.New(retries.WithBreaker(b), retries.WithWait(retries.WaitNone()), retries.WithStop(retries.StopAfterAttempt(100)),
+				retries.WithRetry(retries.RetryAny(retries.RetryIfStatus(503), retries.RetryIfError(retries.IsConnectionError))))
+			var times []time.Time
+			_, err := retries.DoValue(t.Context(), p, func(context.Context) (*http.Response, error) {
+				if b.State() != retries.BreakerClosed {
+					times = append(times, time.Now())
+				}
+				if len(times) > 6 {
+					return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+				}
+				return tc.fail()
+			})
+			if err != nil || len(times) != 7 {
+				t.Fatalf("%s: DoValue() = %v after %d probes, want success after 7", tc.name, err, len(times))
+			}
+			last := times[len(times)-1].Sub(times[len(times)-2])
+			if grew := last > 100*time.Millisecond; grew != tc.grows {
+				t.Errorf("%s: the last interval between probes %v; want it grown %v", tc.name, last, tc.grows)
+			}
+		})
+	}
+}
