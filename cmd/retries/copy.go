@@ -49,6 +49,7 @@ func addCopyFlags(fs *flag.FlagSet, f *copyFlags) {
 	fs.StringVar(&f.fromKey, "from-key", "", "the private key of -from-cert, a PEM `FILE`")
 	fs.StringVar(&f.fromCA, "from-ca", "", "trust the CA certificates of this PEM `FILE` for the source instead of the system's")
 	addSendFlags(fs, &f.to)
+	fs.Lookup("max-outage").Usage = "end the copy when the source or the destination has been out for this long; 0: wait for ever"
 }
 
 // copyCheckpoint is what -checkpoint FILE of a copy holds: what is

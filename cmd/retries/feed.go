@@ -171,7 +171,7 @@ func addSendFlags(fs *flag.FlagSet, f *feedFlags) {
 	fs.DurationVar(&f.progress, "progress", time.Second, "time between progress reports on stderr; 0: none")
 	fs.BoolVar(&f.progressJSON, "progress-json", false, "write each progress report as one JSON line with the summary's keys so far")
 	fs.StringVar(&f.progressFile, "progress-file", "", "write the progress reports to `FILE` instead of stderr (with -progress-json, a file of JSON lines only)")
-	fs.Var(&f.header, "header", "`Name: value` sent with every request (repeatable); never printed")
+	fs.Var(&f.header, "header", "send the header `'Name: value'` with every request (repeatable); never printed")
 	fs.StringVar(&f.headerFile, "header-file", "", "read headers from `FILE`, one 'Name: value' a line, so that tokens stay out of the process list; never printed")
 	fs.StringVar(&f.route, "route", "", "the document/v1 route `R` of every operation; empty: the server's default")
 	intVar(fs, &f.trace, "trace", 0, 0, maxFeedTrace, "the document/v1 tracelevel `N`; a failed operation's report quotes the trace; 0: none")

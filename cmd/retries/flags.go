@@ -17,8 +17,17 @@ type command struct {
 	name     string
 	synopsis string              // the command line, after "retries "
 	about    string              // what it does, in lines of at most 72 characters
+	exits    string              // its exit statuses, one a line; "": 0 and 2 only
 	flags    func(*flag.FlagSet) // defines the command's flags; nil: none
 }
+
+// The exit statuses of the commands that talk to Vespa.
+const (
+	exitsBad = "  2  bad flags or input, or a setup every request would meet (a refused\n" +
+		"     certificate or token, a cluster the server does not have, a\n" +
+		"     checkpoint of another run)\n"
+	exitsInterrupted = "  3  interrupted by SIGINT, SIGTERM or SIGHUP (a second one quits at once)\n"
+)
 
 // commands are the subcommands, in the order the usage lists them.
 var commands = []command{
@@ -55,6 +64,8 @@ var commands = []command{
 			"endpoint through DocV1 around Throttle, with an adaptive limiter and a\n" +
 			"retry budget. Reports each failed operation on stderr and a JSON\n" +
 			"summary on stdout; exits 1 if any operation failed.\n",
+		exits: "  0  every operation acknowledged\n  1  an operation failed, or a file could not be written\n" + exitsBad + exitsInterrupted +
+			"  4  the server was out for longer than -max-outage\n",
 		flags: func(fs *flag.FlagSet) { addFeedFlags(fs, &feedFlags{}) },
 	},
 	{
@@ -64,6 +75,8 @@ var commands = []command{
 			"visits, N slices at once as the server allows, and writes them as feed\n" +
 			"lines that retries feed reads back. With -checkpoint, the same command\n" +
 			"goes on where a visit stopped, writing each document once.\n",
+		exits: "  0  every slice visited to its end\n  1  the visit failed otherwise (an unwritable -o, a server's error)\n" + exitsBad + exitsInterrupted +
+			"  4  a slice read nothing new for longer than -max-outage\n",
 		flags: func(fs *flag.FlagSet) { addVisitFlags(fs, &visitFlags{}) },
 	},
 	{
@@ -74,6 +87,8 @@ var commands = []command{
 			"destination as feed does, the slices interleaved. With -checkpoint, the\n" +
 			"same command goes on where a copy stopped, past every document the\n" +
 			"destination acknowledged.\n",
+		exits: "  0  every document visited and acknowledged\n  1  a document not copied (see -failed), or the source failed otherwise\n" + exitsBad + exitsInterrupted +
+			"  4  the source or the destination was out for longer than -max-outage\n",
 		flags: func(fs *flag.FlagSet) { addCopyFlags(fs, &copyFlags{}) },
 	},
 }
@@ -110,8 +125,12 @@ func buildUsage() string {
 			if !ok {
 				return
 			}
-			name, _ := flag.UnquoteUsage(f)
-			fmt.Fprintf(&b, "        %-15s %s to %s, default %s\n", "-"+f.Name+" "+name, lo, hi, f.DefValue)
+			name, text := flag.UnquoteUsage(f)
+			def := f.DefValue
+			if _, zero, ok := strings.Cut(text, "; 0: "); ok && def == "0" {
+				def += " (" + strings.TrimSuffix(zero, fmt.Sprintf(" (%s to %s)", lo, hi)) + ")"
+			}
+			fmt.Fprintf(&b, "        %-15s %s to %s, default %s\n", "-"+f.Name+" "+name, lo, hi, def)
 		})
 	}
 	b.WriteString("  retries COMMAND -h, retries help COMMAND\n      the command's flags\n")
@@ -134,6 +153,21 @@ func newFlagSet(name string) *flag.FlagSet {
 	return flag.NewFlagSet(name, flag.ContinueOnError)
 }
 
+// shortUsage is what a usage error of the command name prints after the
+// error: its synopsis and where its flags are, or the whole usage for a
+// name that is no command.
+func shortUsage(name string) string {
+	c, ok := lookupCommand(name)
+	if !ok {
+		return usage
+	}
+	synopsis := c.synopsis
+	if strings.HasPrefix(synopsis, "[") { // the default command, named
+		synopsis = strings.Trim(synopsis, "[]")
+	}
+	return fmt.Sprintf("usage: retries %s\n'retries %s -h' says what it does, its flags and its exit statuses\n", synopsis, name)
+}
+
 // helpRequest is the answer to -h: the command's help, for stdout.
 type helpRequest struct{ text string }
 
@@ -152,6 +186,9 @@ func help(fs *flag.FlagSet) string {
 		synopsis = strings.Trim(synopsis, "[]")
 	}
 	fmt.Fprintf(&b, "usage: retries %s\n\n%s", synopsis, c.about)
+	if c.exits != "" {
+		b.WriteString("\nexit status:\n" + c.exits)
+	}
 	n := 0
 	fs.VisitAll(func(*flag.Flag) { n++ })
 	if n > 0 {

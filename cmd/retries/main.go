@@ -104,7 +104,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprint(stdout, hr.text)
 		return exitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "retries: %v\n%s", err, usage)
+		fmt.Fprintf(stderr, "retries: %v\n%s", err, shortUsage(cmd))
 		return exitUsage
 	case errors.As(err, &se):
 		fmt.Fprintf(stderr, "retries: %v\n", err)

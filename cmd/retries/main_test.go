@@ -102,7 +102,8 @@ func TestBadInput(t *testing.T) {
 }
 
 // checkUsageError runs args and checks that it exits 2 with an error line
-// containing want, followed by the usage, and nothing on stdout. The
+// containing want, followed by the command's usage line and where its
+// flags are (or the whole usage for no command), and nothing on stdout. The
 // context is already canceled, so that a demo that wrongly starts stops at
 // once instead of running for as long as its flags say.
 func checkUsageError(t *testing.T, args []string, want string) {
@@ -122,8 +123,12 @@ func checkUsageError(t *testing.T, args []string, want string) {
 	if !strings.HasPrefix(first, "retries: ") || !strings.Contains(first, want) {
 		t.Errorf("run(%q) error line = %q, want retries: …%s…", args, first, want)
 	}
-	if rest != usage {
-		t.Errorf("run(%q) after the error line printed:\n%s\nwant the usage:\n%s", args, rest, usage)
+	cmd := "policies"
+	if len(args) > 0 {
+		cmd = args[0]
+	}
+	if want := shortUsage(cmd); rest != want {
+		t.Errorf("run(%q) after the error line printed:\n%s\nwant the command's usage:\n%s", args, rest, want)
 	}
 }
 
@@ -337,4 +342,50 @@ func exits2(err error) bool {
 	var u *usageError
 	var s *setupError
 	return errors.As(err, &u) || errors.As(err, &s)
+}
+
+// TestUsageErrorIsShort: a usage error of a command prints three lines,
+// the error, the command's usage line whole and where its flags are, so
+// that the error does not scroll away under the usage of every command
+// (55 lines before); a word that is no command gets the whole usage.
+func TestUsageErrorIsShort(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range []string{"feed", "visit", "copy", "schedule", "demo"} {
+		code, _, stderr := runCmd(t, cmd, "-no-such-flag")
+		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+		c, _ := lookupCommand(cmd)
+		if code != exitUsage || len(lines) != 3 || lines[0] != "retries: "+cmd+": flag provided but not defined: -no-such-flag" ||
+			lines[1] != "usage: retries "+c.synopsis || lines[2] != "'retries "+cmd+" -h' says what it does, its flags and its exit statuses" {
+			t.Errorf("%s -no-such-flag: exit %d, stderr:\n%s", cmd, code, stderr)
+		}
+	}
+	if code, _, stderr := runCmd(t, "vist"); code != exitUsage || !strings.HasSuffix(stderr, usage) {
+		t.Errorf("an unknown command: exit %d, stderr:\n%s\nwant the whole usage", code, stderr)
+	}
+}
+
+// TestHelpListsExitStatuses: the help of each command that talks to
+// Vespa lists its exit statuses, 0 to 4, each once.
+func TestHelpListsExitStatuses(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range []string{"feed", "visit", "copy"} {
+		code, stdout, _ := runCmd(t, cmd, "-h")
+		_, exits, ok := strings.Cut(stdout, "\nexit status:\n")
+		exits, _, _ = strings.Cut(exits, "\n\n")
+		if code != exitOK || !ok {
+			t.Fatalf("%s -h: exit %d, no exit statuses:\n%s", cmd, code, stdout)
+		}
+		for s := range 5 {
+			if n := strings.Count(exits, fmt.Sprintf("\n  %d  ", s)) + boolInt(strings.HasPrefix(exits, fmt.Sprintf("  %d  ", s))); n != 1 {
+				t.Errorf("%s -h: exit status %d listed %d times:\n%s", cmd, s, n, exits)
+			}
+		}
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
