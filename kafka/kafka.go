@@ -270,6 +270,7 @@ func (mb *Member) Run(ctx, force context.Context) (Report, error) {
 		kgo.OnPartitionsRevoked(m.revoked),
 		kgo.OnPartitionsLost(m.lost),
 		kgo.OnOffsetsFetched(m.fetched),
+		kgo.WithHooks(&m.brokers),
 	}, cfg.ClientOpts...)
 	if cfg.FailedTopic != "" {
 		opts = append(opts, kgo.DefaultProduceTopic(cfg.FailedTopic), kgo.RequiredAcks(kgo.AllISRAcks()))
@@ -302,7 +303,7 @@ func (mb *Member) Run(ctx, force context.Context) (Report, error) {
 	lag := m.lag() // before leaving: the revoke lets every partition go
 	_ = m.cl.LeaveGroupContext(final)
 	res := Report{Fed: m.fed.Load(), DeadLettered: m.dead.Load(), Commits: m.commits.Load(), Lag: lag, Feed: m.fc.Report()}
-	if err := context.Cause(ctx); errors.Is(err, ErrDeadLetter) {
+	if err := context.Cause(ctx); errors.Is(err, ErrDeadLetter) || errors.Is(err, ErrBrokersOut) {
 		return res, err
 	}
 	return res, nil
@@ -367,6 +368,9 @@ func (m *member) commitLoop(ctx context.Context) {
 			}
 		}
 		last = time.Now()
+		if cause, d := m.brokers.state(); cause != "" && m.maxOutage() > 0 && d > m.maxOutage() {
+			m.stop(fmt.Errorf("%w (%v): %s", ErrBrokersOut, m.maxOutage(), cause))
+		}
 		m.commit(ctx, nil, false)
 		if p := m.cfg.Progress; p > 0 && time.Since(lastProgress) >= p {
 			lastProgress = time.Now()
@@ -383,7 +387,15 @@ func (m *member) progress() {
 		lag += n
 	}
 	if !m.cfg.ProgressJSON {
-		fmt.Fprintf(m.log, "retries-kafka: fed %d, dead-lettered %d, commits %d, lag %d\n", m.fed.Load(), m.dead.Load(), m.commits.Load(), lag)
+		line := fmt.Sprintf("retries-kafka: fed %d, dead-lettered %d, commits %d, lag %d", m.fed.Load(), m.dead.Load(), m.commits.Load(), lag)
+		if cause, d := m.brokers.state(); cause != "" {
+			line = fmt.Sprintf("retries-kafka: fed %d, dead-lettered %d, commits %d, lag unknown: no broker reached for %v (%s)",
+				m.fed.Load(), m.dead.Load(), m.commits.Load(), d.Round(time.Second), cause)
+			if m.maxOutage() > 0 {
+				line += fmt.Sprintf("; stopping in %v (-max-outage)", max(m.maxOutage()-d, 0).Round(time.Second))
+			}
+		}
+		fmt.Fprintln(m.log, line)
 		return
 	}
 	parts := map[string]int64{}
@@ -393,6 +405,19 @@ func (m *member) progress() {
 	b, _ := json.Marshal(map[string]any{"kafka.fed": m.fed.Load(), "kafka.deadlettered": m.dead.Load(),
 		"kafka.commits": m.commits.Load(), "kafka.lag": lag, "kafka.lag.partitions": parts})
 	fmt.Fprintf(m.log, "%s\n", b)
+}
+
+// maxOutage is how long the member waits for the brokers, as for Vespa:
+// the feed's MaxOutage, 0 for ever.
+func (m *member) maxOutage() time.Duration {
+	switch d := m.cfg.Feed.MaxOutage; {
+	case d < 0:
+		return 0
+	case d == 0:
+		return 5 * time.Minute // the feed's default
+	default:
+		return d
+	}
 }
 
 // session is the group's session timeout.
@@ -427,6 +452,7 @@ func newMember(cfg Config) *member {
 	m.cond = sync.NewCond(&m.mu)
 	m.stop = func(error) {}
 	m.log = cmp.Or[io.Writer](cfg.Log, cfg.Feed.Log, io.Discard)
+	m.brokers.log = m.log
 	return m
 }
 
@@ -436,6 +462,8 @@ type member struct {
 	cl  *kgo.Client
 	fc  *feed.Client
 	log io.Writer
+
+	brokers brokerHealth // a kgo hook
 
 	mu    sync.Mutex
 	cond  *sync.Cond // broadcast when a record is done or kept, for a revoke

@@ -60,13 +60,21 @@ type Server struct {
 	served   map[int]int // document: times served
 }
 
-// New starts a Server of docs documents in buckets buckets, answering
-// what fault says (0 for a page, a status, or Reset; fault may be nil),
-// and closes it when the test ends.
-func New(t testing.TB, docs, buckets int, fault func(r *http.Request, n int) int) *Server {
-	t.Helper()
+// NewServer starts a Server of docs documents in buckets buckets,
+// answering what fault says (0 for a page, a status, or Reset; fault may
+// be nil), for a program as well as a test: the caller closes it with
+// Close.
+func NewServer(docs, buckets int, fault func(r *http.Request, n int) int) *Server {
 	s := &Server{Cluster: "music", Docs: docs, Buckets: buckets, fault: fault, served: map[int]int{}, Streams: true}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// New starts a Server as NewServer does, and closes it when the test
+// ends.
+func New(t testing.TB, docs, buckets int, fault func(r *http.Request, n int) int) *Server {
+	t.Helper()
+	s := NewServer(docs, buckets, fault)
 	t.Cleanup(s.Close)
 	return s
 }

@@ -48,11 +48,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -107,21 +110,26 @@ func main() {
 	flag.IntVar(&c.buckets, "buckets", 512, "with -visit or -copy: the buckets the documents are spread over")
 	flag.DurationVar(&c.bucketTime, "bucket-time", 0, "with -visit or -copy: the time one bucket takes to visit")
 	flag.DurationVar(&c.visitTimeout, "visit-timeout", 0, "with -visit or -copy: a visit request ends after this, with a continuation token (0: a stream runs to its slice's end)")
+	flag.BoolVar(&show, "show", false, "the feeders write their output to stderr (without it, the end of a feeder's stderr is printed when it exits other than 0)")
+	serve := flag.Bool("serve", false, "run no feeder: start the server, print its URLs and the feed file's path, and serve until SIGINT or SIGTERM, to try a command by hand")
 	flag.Parse()
 	if err := c.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "arena:", err)
 		os.Exit(2)
 	}
-	if flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: arena [flags] -- FEEDER ARGS… ($ARENA_URL and $ARENA_DOCS are expanded)")
+	if flag.NArg() == 0 && !*serve || flag.NArg() > 0 && *serve {
+		fmt.Fprintln(os.Stderr, "usage: arena [flags] -- FEEDER ARGS… ($ARENA_URL and $ARENA_DOCS are expanded), or arena -serve [flags]")
 		os.Exit(2)
 	}
-	line, err := run(c, flag.Args())
+	line, exit, err := run(c, flag.Args())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "arena:", err)
 		os.Exit(1)
 	}
 	fmt.Println(line)
+	if exit != 0 {
+		os.Exit(3) // a feeder did not exit 0: the line says with what
+	}
 }
 
 // check reports a flag out of its range.
@@ -165,16 +173,16 @@ func (c config) withDefaults() config {
 }
 
 // run sets up the store and nginx, runs the feeders and returns the line.
-func run(c config, feeder []string) (string, error) {
+func run(c config, feeder []string) (line string, exit int, err error) {
 	c = c.withDefaults()
 	if err := c.check(); err != nil {
-		return "", err
+		return "", 0, err
 	}
 	at, dur, _ := parseOutage(c.outage)
 	phases, _ := parsePhases(c.phases)
 	dir, err := os.MkdirTemp("", "arena")
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	defer os.RemoveAll(dir)
 
@@ -214,7 +222,7 @@ func run(c config, feeder []string) (string, error) {
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
@@ -225,7 +233,7 @@ func run(c config, feeder []string) (string, error) {
 	}
 	ng, err := startNginx(dir, c.rate, c.burst, ln.Addr().(*net.TCPAddr).Port, listens)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	defer ng.stop()
 
@@ -236,7 +244,7 @@ func run(c config, feeder []string) (string, error) {
 		docs := filepath.Join(dir, fmt.Sprintf("docs%d.jsonl", k))
 		n, err := writeDocs(docs, c.docs, k, c.feeders)
 		if err != nil {
-			return "", err
+			return "", 0, err
 		}
 		runs[k].docs = n
 		outs[k] = filepath.Join(dir, fmt.Sprintf("out%d.jsonl", k))
@@ -246,6 +254,9 @@ func run(c config, feeder []string) (string, error) {
 		}
 		if c.copy {
 			env["ARENA_URL_TO"], env["ARENA_URL_H2"] = ng.url(1), ng.url(2)
+		}
+		if len(feeder) == 0 { // -serve
+			return "", 0, serveUntilSignal(env, &started)
 		}
 		cmds[k] = feederCommand(feeder, env)
 	}
@@ -258,7 +269,7 @@ func run(c config, feeder []string) (string, error) {
 				_ = p.Process.Kill()
 				_ = p.Wait()
 			}
-			return "", err
+			return "", 0, err
 		}
 	}
 	stopPhases := ng.follow(phases, c.rate)
@@ -275,7 +286,10 @@ func run(c config, feeder []string) (string, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			timer := time.AfterFunc(c.limit, func() { _ = cmd.Process.Kill() })
+			timer := time.AfterFunc(c.limit, func() {
+				fmt.Fprintf(os.Stderr, "arena: feeder %d still running after -limit %v: killed with its children\n", k, c.limit)
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			})
 			werr := cmd.Wait()
 			timer.Stop()
 			r := &runs[k]
@@ -289,6 +303,9 @@ func run(c config, feeder []string) (string, error) {
 				waitErr = werr
 				mu.Unlock()
 			}
+			if tl, ok := cmd.Stderr.(*tail); ok && r.exit != 0 {
+				fmt.Fprintf(os.Stderr, "arena: feeder %d exited %d; the end of its stderr:\n%s\n", k, r.exit, tl)
+			}
 			if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 				r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 				r.rssKB = ru.Maxrss
@@ -299,25 +316,44 @@ func run(c config, feeder []string) (string, error) {
 	elapsed := time.Since(start)
 	stopPhases()
 	if err := <-downDone; err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if waitErr != nil {
-		return "", waitErr
+		return "", 0, waitErr
 	}
 	// nginx writes its log as requests end: stop it first.
 	ng.stop()
 	statuses, err := ng.statuses()
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	m := measure{c: c, runs: runs, elapsed: elapsed, statuses: statuses, st: st, vs: vs, clock: clock, at: at, dur: dur}
 	switch {
 	case c.visit:
-		return m.visitLine(outs)
+		line, err = m.visitLine(outs)
 	case c.copy:
-		return m.copyLine(), nil
+		line = m.copyLine()
+	default:
+		line = m.feedLine()
 	}
-	return m.feedLine(), nil
+	return line, m.exit(), err
+}
+
+// serveUntilSignal prints the ARENA_ variables of env, which a command
+// typed by hand uses, and waits for SIGINT or SIGTERM. The run's clock
+// starts now, for -outage and -phases.
+func serveUntilSignal(env map[string]string, started *atomic.Int64) error {
+	started.Store(time.Now().UnixNano())
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if !strings.HasPrefix(k, "ARENA_FEEDER") {
+			fmt.Printf("export %s=%s\n", k, env[k])
+		}
+	}
+	fmt.Println("# serving until interrupted")
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	<-sigs
+	return nil
 }
 
 // feederCommand is the feeder's command, its arguments expanded with env,
@@ -339,10 +375,53 @@ func feederCommand(feeder []string, env map[string]string) *exec.Cmd {
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	if os.Getenv("ARENA_SHOW") != "" {
+	if show {
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	} else {
+		cmd.Stderr = &tail{max: 40}
 	}
+	// Its own process group, so that the limit kills what it started too
+	// (go run's binary, a shell's children).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd
+}
+
+// show makes the feeders write their output to the arena's stderr
+// (-show); otherwise the last lines of a feeder's stderr are printed when
+// it exits with a status other than 0.
+var show bool
+
+// tail keeps the last max lines written to it.
+type tail struct {
+	max   int
+	mu    sync.Mutex
+	lines []string
+	part  string
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.part + string(p)
+	for {
+		line, rest, ok := strings.Cut(s, "\n")
+		if !ok {
+			break
+		}
+		t.lines = append(t.lines, line)
+		if len(t.lines) > t.max {
+			t.lines = t.lines[1:]
+		}
+		s = rest
+	}
+	t.part = s
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(append(t.lines, t.part), "\n")
 }
 
 // takeDown stops nginx at at after now, and starts it again dur later, so

@@ -55,7 +55,7 @@ func TestArenaRunsAFeed(t *testing.T) {
 	for _, kind := range []struct{ name, status string }{{"503", ` 503:[0-9]+`}, {"reset", ` 502:[0-9]+`}, {"down", ``}} {
 		c := config{docs: 1000, rate: 500, burst: 20, fault: 0.01, reset: 0.01, outage: "300ms+500ms", outageKind: kind.name,
 			label: kind.name, limit: time.Minute, seed: 3}
-		line, err := run(c, []string{bin, "feed", "-q", "-url", "$ARENA_URL", "$ARENA_DOCS"})
+		line, _, err := run(c, []string{bin, "feed", "-q", "-url", "$ARENA_URL", "$ARENA_DOCS"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func TestArenaShapesTheServer(t *testing.T) {
 	bin := buildRetries(t)
 	c := config{docs: 1000, rate: 1000000, burst: 1000000, h2: true, inflight: 4, queue: 4, service: 5 * time.Millisecond,
 		phases: "500ms:0.5", feeders: 2, limit: time.Minute, seed: 5}
-	line, err := run(c, []string{bin, "feed", "-q", "-http2", "-url", "$ARENA_URL", "$ARENA_DOCS"})
+	line, _, err := run(c, []string{bin, "feed", "-q", "-http2", "-url", "$ARENA_URL", "$ARENA_DOCS"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestArenaRunsAVisitAndACopy(t *testing.T) {
 	bin := buildRetries(t)
 	v := config{visit: true, docs: 3000, buckets: 64, rate: 1000000, burst: 1000000, inflight: 4, fault: 0.02, reset: 0.05,
 		bucketTime: time.Millisecond, limit: time.Minute, seed: 7}
-	line, err := run(v, []string{bin, "visit", "-q", "-url", "$ARENA_URL", "-cluster", "music", "-o", "$ARENA_OUT"})
+	line, _, err := run(v, []string{bin, "visit", "-q", "-url", "$ARENA_URL", "-cluster", "music", "-o", "$ARENA_OUT"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,12 +128,39 @@ func TestArenaRunsAVisitAndACopy(t *testing.T) {
 		t.Errorf("visit: want 3 000 exported once each, exit 0: %s", line)
 	}
 	c := config{copy: true, docs: 3000, buckets: 64, rate: 2000, burst: 50, bucketTime: time.Millisecond, limit: time.Minute, seed: 9}
-	line, err = run(c, []string{bin, "copy", "-q", "-from", "$ARENA_URL", "-to", "$ARENA_URL_TO", "-cluster", "music"})
+	line, _, err = run(c, []string{bin, "copy", "-q", "-from", "$ARENA_URL", "-to", "$ARENA_URL_TO", "-cluster", "music"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Log(line)
 	if field(t, line, "acked") != 3000 || field(t, line, "corrupt") != 0 || field(t, line, "exit") != 0 || field(t, line, "visited") < 3000 {
 		t.Errorf("copy: want 3 000 stored with their fields, exit 0: %s", line)
+	}
+}
+
+// TestArenaLimitKillsTheFeedersChildren: a feeder still running at -limit
+// is killed with what it started (a shell's children, go run's binary),
+// and run reports its exit: the arena used to kill the shell alone and
+// leave its child running, and exit 0 however the feeder ended.
+func TestArenaLimitKillsTheFeedersChildren(t *testing.T) {
+	needNginx(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	c := config{docs: 10, rate: 500, burst: 20, limit: 500 * time.Millisecond}
+	_, exit, err := run(c, []string{"sh", "-c", "sleep 300 & echo $! > " + pidFile + "; wait"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exit == 0 {
+		t.Error("a feeder killed at -limit: exit 0")
+	}
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(string(data[:len(data)-1]))
+	// The child is a zombie until its parent's parent reaps it, or gone:
+	// either way it no longer runs.
+	if stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil && !regexp.MustCompile(`\) [ZX] `).Match(stat) {
+		t.Errorf("the feeder's child %d still runs: %s", pid, stat)
 	}
 }

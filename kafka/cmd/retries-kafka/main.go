@@ -9,7 +9,8 @@
 // operations in flight, commits, leaves the group and prints the summary; a
 // second one stops the operations in flight too, after -grace. Exit status:
 // 0 when it stopped cleanly, 1 when a dead letter could not be written
-// (kafka.ErrDeadLetter), 2 for a usage error.
+// (kafka.ErrDeadLetter), 2 for a usage error, 4 when no broker could be
+// reached for longer than -max-outage (kafka.ErrBrokersOut).
 //
 // Brokers that want TLS or SASL: -kafka-tls, -kafka-ca, -kafka-cert and
 // -kafka-key; -sasl plain|scram-sha-256|scram-sha-512 with -sasl-user and
@@ -34,6 +35,24 @@ import (
 	"github.com/seed32e55400/retries/feed"
 	"github.com/seed32e55400/retries/kafka"
 )
+
+// helpText is what -h prints before the flags.
+const helpText = `usage: retries-kafka -brokers HOST:PORT[,...] -topic T -group G -url URL [-failed-topic T2 | -failed FILE] [flags]
+
+Feeds Vespa from a Kafka topic as a member of a consumer group: run one
+process per member, with the same -group. An offset is committed only once
+every record below it is acknowledged or dead-lettered. The first SIGINT or
+SIGTERM finishes the operations in flight, commits and leaves the group; a
+second one stops the operations in flight too, after -grace.
+
+exit status:
+  0  stopped cleanly
+  1  a dead letter could not be written
+  2  bad flags
+  4  no broker reached for longer than -max-outage
+
+flags:
+`
 
 func main() {
 	ctx, stop := context.WithCancel(context.Background())
@@ -94,7 +113,8 @@ func (h *headers) Set(s string) error {
 // run is the command; it returns the exit status.
 func run(ctx, force context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("retries-kafka", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	var brokers, urls list
 	var hdr headers
 	fs.Var(&brokers, "brokers", "the Kafka seed brokers, `HOST:PORT[,...]` (required)")
@@ -119,6 +139,14 @@ func run(ctx, force context.Context, args []string, stdout, stderr io.Writer) in
 	var bf brokerFlags
 	bf.add(fs)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, helpText)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		synopsis, _, _ := strings.Cut(helpText, "\n")
+		fmt.Fprintf(stderr, "retries-kafka: %v\n%s\n'retries-kafka -h' says what it does, its flags and its exit statuses\n", err, synopsis)
 		return 2
 	}
 	usage := func(format string, a ...any) int {
@@ -178,6 +206,11 @@ func run(ctx, force context.Context, args []string, stdout, stderr io.Writer) in
 		cfg.Failed = f
 	}
 	res, err := kafka.Run(ctx, force, cfg)
+	if errors.Is(err, kafka.ErrBrokersOut) {
+		fmt.Fprintf(stderr, "retries-kafka: stopped: %s\n", strings.TrimPrefix(err.Error(), "kafka: "))
+		_, _ = stdout.Write(res.Summary())
+		return 4
+	}
 	if errors.Is(err, kafka.ErrDeadLetter) {
 		fmt.Fprintf(stderr, "retries-kafka: %v\n", err)
 		_, _ = stdout.Write(res.Summary())
