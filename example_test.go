@@ -79,8 +79,8 @@ func ExamplePolicy_String() {
 	fmt.Println(retries.DocV1)
 	fmt.Println(retries.Throttle)
 	// Output:
-	// Policy{stop: StopAfterAttempt(3), wait: WaitExponential(multiplier=1s, base=2, min=0s, max=none), retry: RetryAny(RetryIfAnyError(), RetryIfStatus(503)), on exhaustion: retries.ReturnLastOutcome}
-	// Policy{stop: StopNever(), wait: WaitRandomExponential(multiplier=1s, base=2, min=0s, max=10s), retry: RetryIfStatus(429), on exhaustion: RetryError}
+	// Policy{name: "DocV1", stop: StopAfterAttempt(3), wait: WaitExponential(multiplier=1s, base=2, min=0s, max=none), retry: RetryAny(RetryIfAnyError(), RetryIfStatus(503)), on exhaustion: retries.ReturnLastOutcome}
+	// Policy{name: "Throttle", stop: StopNever(), wait: WaitRandomExponential(multiplier=1s, base=2, min=0s, max=10s), retry: RetryIfStatus(429), on exhaustion: RetryError}
 }
 
 // This example layers the two document/v1 policies as pyvespa does: DocV1

@@ -70,6 +70,13 @@ type LimiterConfig struct {
 // about 2 % of attempts meet backpressure; docs/limiter.md in the
 // repository gives the control law.
 //
+// So backpressure that does not depend on the load misleads it: a proxy
+// that answers 429 to a fixed share of requests whatever the rate (a
+// quota shared with others, a faulty node) holds it down, the more the
+// larger that share: above the 2 % it aims at, towards its floor, since
+// slowing down never makes the 429s fewer. Leave such answers out with LimiterConfig.Backpressure,
+// or pace with a fixed concurrency (retries feed -concurrency N) instead.
+//
 // Calls are served in order (FIFO), except that a retry after backpressure
 // (through a Policy with WithLimiter) waits at the front; a waiter whose
 // context ends leaves at once with the context's error. The zero Limiter

@@ -513,14 +513,14 @@ func TestPolicyString(t *testing.T) {
 		p    retries.Policy
 		want string
 	}{
-		{retries.DocV1, "Policy{stop: StopAfterAttempt(3), wait: WaitExponential(multiplier=1s, base=2, min=0s, max=none), " +
+		{retries.DocV1, "Policy{name: \"DocV1\", stop: StopAfterAttempt(3), wait: WaitExponential(multiplier=1s, base=2, min=0s, max=none), " +
 			"retry: RetryAny(RetryIfAnyError(), RetryIfStatus(503)), on exhaustion: retries.ReturnLastOutcome}"},
-		{retries.Throttle, "Policy{stop: StopNever(), wait: WaitRandomExponential(multiplier=1s, base=2, min=0s, max=10s), " +
+		{retries.Throttle, "Policy{name: \"Throttle\", stop: StopNever(), wait: WaitRandomExponential(multiplier=1s, base=2, min=0s, max=10s), " +
 			"retry: RetryIfStatus(429), on exhaustion: RetryError}"},
-		{retries.SyncRequest, "Policy{stop: StopAfterAttempt(11), wait: WaitGoldenJitter(0.1s × 1.618^(n−1) + U(0, 1s)), " +
+		{retries.SyncRequest, "Policy{name: \"SyncRequest\", stop: StopAfterAttempt(11), wait: WaitGoldenJitter(0.1s × 1.618^(n−1) + U(0, 1s)), " +
 			"retry: RetryAny(RetryIfError(retries.IsConnectionError), RetryIfStatus(429)), on exhaustion: retries.ReturnLastOutcome}"},
-		{retries.Visit, "Policy{stop: StopAfterAttempt(3), wait: WaitNone(), retry: RetryIfErrorAs[*retries.StatusError](), on exhaustion: RetryError}"},
-		{retries.URLValidation, "Policy{stop: StopAfterAttempt(3), wait: WaitExponential(multiplier=1s, base=2, min=1s, max=10s), " +
+		{retries.Visit, "Policy{name: \"Visit\", stop: StopAfterAttempt(3), wait: WaitNone(), retry: RetryIfErrorAs[*retries.StatusError](), on exhaustion: RetryError}"},
+		{retries.URLValidation, "Policy{name: \"URLValidation\", stop: StopAfterAttempt(3), wait: WaitExponential(multiplier=1s, base=2, min=1s, max=10s), " +
 			"retry: RetryIfAnyError(), on exhaustion: reraise}"},
 		{retries.Policy{}, "Policy{stop: StopAfterAttempt(1), wait: WaitNone(), retry: RetryIfAnyError(), on exhaustion: RetryError}"},
 	} {

@@ -126,12 +126,18 @@ func (p Policy) Wait() Wait { return p.wait }
 // Retry returns the policy's retry [Predicate].
 func (p Policy) Retry() Predicate { return p.retry }
 
-// String describes the policy's parts, as in
-// "Policy{stop: StopAfterAttempt(3), wait: WaitNone(), retry:
+// String describes the policy's name ([WithName], when it has one) and
+// parts, as in "Policy{name: "ControlPlane", stop: StopAfterAttempt(3),
+// wait: …, retry: RetryIfAnyError(), on exhaustion: …}"; the zero Policy
+// is "Policy{stop: StopAfterAttempt(1), wait: WaitNone(), retry:
 // RetryIfAnyError(), on exhaustion: RetryError}".
 func (p Policy) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Policy{stop: %v, wait: %v, retry: %v, on exhaustion: ", p.stop, p.wait, p.retry)
+	b.WriteString("Policy{")
+	if name := p.Name(); name != "" {
+		fmt.Fprintf(&b, "name: %q, ", name)
+	}
+	fmt.Fprintf(&b, "stop: %v, wait: %v, retry: %v, on exhaustion: ", p.stop, p.wait, p.retry)
 	switch {
 	case p.onExhausted != nil:
 		b.WriteString(funcName(p.onExhausted))

@@ -11,7 +11,7 @@ import (
 // Config.Failed, one a line in feed format, so that feeding that file
 // finishes the job. Operations on one document are written in input
 // order: a failed one is written when it fails, before any later one on
-// its document, which is held back (see Client.holdBack). A nil
+// its document, which is held back (see run.admit). A nil
 // *failedWriter writes nothing.
 type failedWriter struct {
 	mu  sync.Mutex

@@ -31,7 +31,7 @@ type run struct {
 	refusalsAt       int64 // the Client's budget refusals when the run began
 	responsesAt      int64 // the responses on the wire when the run began
 
-	firstOut atomic.Bool // a request of the run went out (see watchFirstResponse)
+	firstOut atomic.Bool // a request of the run went out (see requestOut)
 
 	mu        sync.Mutex
 	cause     error           // the first stop's cause
@@ -40,7 +40,7 @@ type run struct {
 	refusal   string          // the refusal of the client that answered the last operations, from the start; "" for another answer
 	refused   int             // how many in a row
 	broken    *InputError
-	watch     *time.Timer // see watchFirstResponse
+	watch     *time.Timer // see requestOut
 	watchEnd  bool
 }
 

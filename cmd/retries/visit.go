@@ -118,6 +118,10 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var file *os.File
 	created := false // the output is this run's, and is removed if the server refuses the visit
 	if f.out != "" {
+		var size int64 = -1 // the output's before it is cut back to what the checkpoint covers
+		if st, err := os.Stat(f.out); err == nil {
+			size = st.Size()
+		}
 		if file, ck, created, err = openVisitOutput(f.out, f.checkpoint, ck); err != nil {
 			return setupErrorf("visit: %v", err)
 		}
@@ -132,6 +136,9 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		if ck.Progress.Slices != 0 {
 			fmt.Fprintf(stderr, "retries visit: resuming from %s: %d documents in %s\n", f.checkpoint, ck.Documents, f.out)
+			if size > ck.OutputSize {
+				fmt.Fprintf(stderr, "retries visit: %s cut from %d to %d bytes: what was written after the checkpoint is visited again\n", f.out, size, ck.OutputSize)
+			}
 		}
 	}
 	w := bufio.NewWriterSize(out, 256<<10)

@@ -79,9 +79,18 @@ func TestCheckpointEndpoints(t *testing.T) {
 	if code != exitUsage || !strings.Contains(stderr, "other endpoints (-url differs)") {
 		t.Errorf("a visit resumed against one endpoint of two: exit %d, stderr:\n%s\nwant 2, -url differs", code, stderr)
 	}
+	// A line appended by hand is cut away on resume, and the command says
+	// so (it used to cut it without a word).
+	f, err := os.OpenFile(out, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.WriteString("{\"put\":\"id:by:hand::1\",\"fields\":{}}\n")
+	f.Close()
 	other := strings.Replace(a.URL, "http://", "http://u:secret2@", 1) + "/"
-	if code, _, stderr := runCmd(t, "visit", "-q", "-url", b.URL, "-url", other, "-cluster", "music", "-o", out, "-checkpoint", ck); code != 0 {
-		t.Errorf("the same endpoints in another order: exit %d, stderr:\n%s", code, stderr)
+	code, _, stderr = runCmd(t, "visit", "-q", "-url", b.URL, "-url", other, "-cluster", "music", "-o", out, "-checkpoint", ck)
+	if code != 0 || !strings.Contains(stderr, "docs.jsonl cut from ") || !strings.Contains(stderr, "what was written after the checkpoint is visited again") {
+		t.Errorf("the same endpoints in another order, a line appended: exit %d, stderr:\n%s", code, stderr)
 	}
 
 	ck = filepath.Join(dir, "copy.json")
