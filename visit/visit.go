@@ -100,6 +100,17 @@ type Progress struct {
 	Seen [][]string `json:"seen,omitempty"`
 }
 
+// SlicesDone returns how many slices are visited to their end.
+func (p Progress) SlicesDone() int {
+	n := 0
+	for _, d := range p.Done {
+		if d {
+			n++
+		}
+	}
+	return n
+}
+
 // Complete reports whether every slice is visited to its end.
 func (p Progress) Complete() bool {
 	if p.Slices == 0 {

@@ -206,3 +206,22 @@ func TestVisitMaxOutage(t *testing.T) {
 		t.Errorf("Visit() = %+v, %v; want ErrMaxOutage", p, err)
 	}
 }
+
+// TestProgressSlicesDone: SlicesDone counts the slices visited to their
+// end, as a visit interrupted part way and one run to its end leave them.
+func TestProgressSlicesDone(t *testing.T) {
+	t.Parallel()
+	srv := visittest.New(t, 400, 8, nil)
+	c, err := New(Config{URL: srv.URL, Cluster: "music", Slices: 4, WantedDocumentCount: 10, Pages: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, p, _ := collect(t, c, Progress{}, 3)
+	if n := p.SlicesDone(); n >= 4 || p.Complete() {
+		t.Errorf("after 3 pages: %d slices done, want fewer than 4", n)
+	}
+	_, p, err = collect(t, c, p, 0)
+	if n := p.SlicesDone(); err != nil || n != 4 || !p.Complete() {
+		t.Errorf("at the end: %d slices done, %v; want 4", n, err)
+	}
+}

@@ -323,13 +323,7 @@ func (cp *copier) page(pg visit.Page) error {
 	}
 	cp.queued += len(pg.Documents)
 	cp.visited.Add(int64(len(pg.Documents)))
-	done := 0
-	for _, d := range pg.Progress.Done {
-		if d {
-			done++
-		}
-	}
-	cp.slices.Store(int64(done))
+	cp.slices.Store(int64(pg.Progress.SlicesDone()))
 	cp.marks = append(cp.marks, copyMark{last: cp.next - 1, prog: pg.Progress})
 	cp.changed.Broadcast()
 	return nil

@@ -36,13 +36,7 @@ type visitProgress struct {
 // note records a page handed out.
 func (p *visitProgress) note(pg visit.Page) {
 	p.docs.Add(int64(len(pg.Documents)))
-	done := 0
-	for _, d := range pg.Progress.Done {
-		if d {
-			done++
-		}
-	}
-	p.slicesDone.Store(int64(done))
+	p.slicesDone.Store(int64(pg.Progress.SlicesDone()))
 }
 
 // line is the progress line of the visit, elapsed after its start, with
