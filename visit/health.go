@@ -12,30 +12,37 @@ import (
 
 // health is whether a Client's requests fail: from the first failure
 // after a success (or the start) to the next request that reads something
-// new. Its changes are logged, once each, so that an operator hears at
-// once of an endpoint that cannot be reached, and when it answers again.
+// new. Failures that last logQuiet are logged, once, so that an operator
+// hears soon of an endpoint that cannot be reached, and when it answers
+// again; a 503 that the next attempt gets past says nothing.
 type health struct {
 	log    io.Writer
 	prefix string
 
 	mu      sync.Mutex
 	failing bool
+	logged  bool // the failing was logged
 	since   time.Time
 	cause   string // the last failure's
 }
 
-// failed notes a request that failed with err (redacted): the first of a
-// run of failures is logged with the time the visit waits, maxOutage.
+// logQuiet is how long failures last before they are logged.
+const logQuiet = 500 * time.Millisecond
+
+// failed notes an attempt that failed with err (redacted): the first of a
+// run of failures that has lasted logQuiet is logged with the time the
+// visit waits, maxOutage.
 func (h *health) failed(err error, maxOutage time.Duration) {
 	cause := causeOf(err).Error()
 	h.mu.Lock()
 	h.cause = cause
-	first := !h.failing
-	if first {
-		h.failing, h.since = true, time.Now()
+	if !h.failing {
+		h.failing, h.logged, h.since = true, false, time.Now()
 	}
+	tell := !h.logged && time.Since(h.since) >= logQuiet
+	h.logged = h.logged || tell
 	h.mu.Unlock()
-	if !first || h.log == nil {
+	if !tell || h.log == nil {
 		return
 	}
 	wait := "for ever (no -max-outage)"
@@ -48,7 +55,7 @@ func (h *health) failed(err error, maxOutage time.Duration) {
 // ok notes a request that read something new.
 func (h *health) ok() {
 	h.mu.Lock()
-	was, since := h.failing, h.since
+	was, since := h.failing && h.logged, h.since
 	h.failing = false
 	h.mu.Unlock()
 	if was && h.log != nil {

@@ -211,8 +211,8 @@ func TestCopyInterruptedOnce(t *testing.T) {
 }
 
 // TestDeadEndpointSaid: visit and copy against a port where nothing
-// listens say why at once, before their first progress line, which then
-// says for how long they have waited and how long they wait more; they end
+// listens say why within two seconds, and their progress lines say for how
+// long they have waited and how long they wait more; they end
 // with exit 4 after -max-outage, naming the side that was out. The visit
 // used to print nothing until then, and a copy never named the source.
 func TestDeadEndpointSaid(t *testing.T) {
@@ -229,12 +229,24 @@ func TestDeadEndpointSaid(t *testing.T) {
 			"retries copy: the source: failing: dial tcp", "0 acknowledged: the source: a slice has failed for longer than -max-outage"},
 	} {
 		p := startCommand(t, tc.args...)
-		first := p.waitLine(t, "")
-		if !strings.HasPrefix(first, tc.first) || !strings.Contains(first, "connection refused") || !strings.Contains(first, "for up to 2.5s (-max-outage)") {
-			t.Errorf("%s: the first line %q, want %q… with the cause and the wait", tc.args[0], first, tc.first)
+		// The failure is told once it has lasted half a second, at the
+		// next failed attempt: before the progress line of the second
+		// second at the latest.
+		var failing string
+		for failing == "" {
+			l := p.waitLine(t, "")
+			switch {
+			case strings.HasPrefix(l, tc.args[0]+"   2."):
+				t.Fatalf("%s: no line says what fails before %q; stderr:\n%s", tc.args[0], l, p.errText())
+			case strings.HasPrefix(l, tc.first):
+				failing = l
+			}
 		}
-		progress := p.waitLine(t, tc.args[0]+"   1.")
-		if !strings.Contains(progress, "failing for 1") || !strings.Contains(progress, "connection refused") || !strings.Contains(progress, "unless a request succeeds (-max-outage)") {
+		if !strings.Contains(failing, "connection refused") || !strings.Contains(failing, "for up to 2.5s (-max-outage)") {
+			t.Errorf("%s: %q, want the cause and the wait", tc.args[0], failing)
+		}
+		progress := p.waitLine(t, tc.args[0]+"   2.")
+		if !strings.Contains(progress, "; failing for ") || !strings.Contains(progress, "connection refused") || !strings.Contains(progress, "unless a request succeeds (-max-outage)") {
 			t.Errorf("%s: the progress line %q says nothing of the failure", tc.args[0], progress)
 		}
 		if code := p.wait(t); code != exitOutage || !strings.Contains(p.errText(), tc.last) {
