@@ -348,7 +348,7 @@ func (cp *copier) line(p feed.Progress, vs visit.Stats, slices int, maxOutage ti
 	if vs.Failing != "" {
 		l += fmt.Sprintf("; the source failing for %v: %s", vs.FailingFor.Round(100*time.Millisecond), vs.Failing)
 		if maxOutage > 0 {
-			l += fmt.Sprintf(", ending in %v unless a request succeeds (-max-outage)", max(maxOutage-vs.FailingFor, 0).Round(time.Second))
+			l += fmt.Sprintf(", ending in %v unless a request succeeds (-max-outage)", roundLeft(maxOutage-vs.FailingFor))
 		}
 	}
 	return l

@@ -246,7 +246,7 @@ func TestDeadEndpointSaid(t *testing.T) {
 			t.Errorf("%s: %q, want the cause and the wait", tc.args[0], failing)
 		}
 		progress := p.waitLine(t, tc.args[0]+"   2.")
-		if !strings.Contains(progress, "; failing for ") || !strings.Contains(progress, "connection refused") || !strings.Contains(progress, "unless a request succeeds (-max-outage)") {
+		if !strings.Contains(progress, " failing for ") || !strings.Contains(progress, "connection refused") || !strings.Contains(progress, "unless a request succeeds (-max-outage)") {
 			t.Errorf("%s: the progress line %q says nothing of the failure", tc.args[0], progress)
 		}
 		if code := p.wait(t); code != exitOutage || !strings.Contains(p.errText(), tc.last) {

@@ -51,11 +51,23 @@ func (p *visitProgress) line(name string, elapsed time.Duration, rate float64, s
 	if s.Failing != "" {
 		l += fmt.Sprintf("; failing for %v: %s", s.FailingFor.Round(100*time.Millisecond), s.Failing)
 		if p.maxOutage > 0 {
-			left := max(p.maxOutage-s.FailingFor, 0)
-			l += fmt.Sprintf("; ending in %v unless a request succeeds (-max-outage)", left.Round(time.Second))
+			l += fmt.Sprintf("; ending in %v unless a request succeeds (-max-outage)", roundLeft(p.maxOutage-s.FailingFor))
 		}
 	}
 	return l
+}
+
+// roundLeft rounds the time left before -max-outage ends a command as a
+// progress line says it: to a tenth of a second in its last minute, to the
+// second before.
+func roundLeft(d time.Duration) time.Duration {
+	switch {
+	case d <= 0:
+		return 0
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Second)
 }
 
 // start writes p's line to w every interval (none for 0) until the
