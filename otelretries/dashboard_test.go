@@ -178,7 +178,9 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 					labels = append(labels, m[1])
 				}
 				for _, label := range labels {
-					if label == "" || label == "le" {
+					// job and instance are Prometheus's own, added to
+					// every series it scrapes.
+					if label == "" || label == "le" || label == "job" || label == "instance" {
 						continue
 					}
 					found := false
@@ -197,4 +199,52 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestDashboardVariables: the dashboard has job and instance variables,
+// and every series a query selects is filtered by both, so that two
+// feeders scraped by one Prometheus can be told apart (they drew
+// identical lines before).
+func TestDashboardVariables(t *testing.T) {
+	t.Parallel()
+	var d struct {
+		Templating struct{ List []struct{ Name string } }
+		Panels     []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(dashboardJSON, &d); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, v := range d.Templating.List {
+		names = append(names, v.Name)
+	}
+	if !slices.Contains(names, "job") || !slices.Contains(names, "instance") {
+		t.Errorf("the variables are %v, want job and instance among them", names)
+	}
+	selector := regexp.MustCompile(`\bretries_[a-z0-9_]+(\{[^}]*\})?`)
+	labels := regexp.MustCompile(`by \([^)]*\)|\{[^}]*\}`)
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			spans := labels.FindAllStringIndex(tg.Expr, -1)
+			for _, m := range selector.FindAllStringSubmatchIndex(tg.Expr, -1) {
+				inLabels := false
+				for _, s := range spans {
+					inLabels = inLabels || s[0] <= m[0] && m[0] < s[1]
+				}
+				if inLabels {
+					continue
+				}
+				sel := ""
+				if m[2] >= 0 {
+					sel = tg.Expr[m[2]:m[3]]
+				}
+				if !strings.Contains(sel, `job=~"$job"`) || !strings.Contains(sel, `instance=~"$instance"`) {
+					t.Errorf("panel %q: %s is not filtered by $job and $instance", p.Title, tg.Expr[m[0]:m[1]])
+				}
+			}
+		}
+	}
 }

@@ -232,6 +232,10 @@ func addFamilies(db *tsdb, fams []*dto.MetricFamily, t float64) {
 }
 
 // readDashboard reads the dashboard's panels, rows included.
+// allValues gives the dashboard's variables the value Grafana gives them
+// with All selected: one run scraped has one job and instance.
+var allValues = strings.NewReplacer("$job", ".*", "$instance", ".*")
+
 func readDashboard(path string) ([]panelData, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -257,7 +261,7 @@ func readDashboard(path string) ([]panelData, error) {
 		pd := panelData{title: p.Title, unit: p.FieldConfig.Defaults.Unit, row: p.Type == "row",
 			x: p.GridPos.X, y: p.GridPos.Y, w: p.GridPos.W, h: p.GridPos.H}
 		for _, t := range p.Targets {
-			pd.targets = append(pd.targets, target{t.Expr, t.LegendFormat})
+			pd.targets = append(pd.targets, target{allValues.Replace(t.Expr), t.LegendFormat})
 		}
 		out = append(out, pd)
 	}
