@@ -139,7 +139,11 @@ func WithObserver(o *Observer) Option {
 
 // WithName names the policy, for observers: [CallInfo.Policy]. Keep names
 // few and fixed, as a metric's attribute needs. The seven policies are
-// named after themselves ("Query", "DocV1", …); a copy keeps its name.
+// named after themselves ("Query", "DocV1", …); a copy keeps its name,
+// even one whose options change what it does, since most copies are
+// the same call site tuned (package feed's layers are copies of DocV1 and
+// Throttle, and its dashboards group by those names). Name a copy that is
+// another call site anew, or its metrics add up with its parent's.
 func WithName(name string) Option {
 	return func(p *Policy) { p.meta = p.meta.with(func(m *policyMeta) { m.name = name }) }
 }
