@@ -134,11 +134,11 @@ func (r Report) shortfall() string {
 }
 
 // unreadText names the input not read: "the input from line 5 on", or,
-// for operations without input lines (an iterator's), "the operations not
-// yet taken".
+// for operations without input lines (an iterator's), "the rest of the
+// input", as the subject of "was not read" or before "not read".
 func (r Report) unreadText() string {
 	if r.lineless {
-		return "the operations not yet taken"
+		return "the rest of the input"
 	}
 	return fmt.Sprintf("the input from %v on", r.unread)
 }

@@ -203,7 +203,11 @@ func copyExit(ctx context.Context, res feed.Report, verr, serr error, cp *copier
 	}
 	switch {
 	case verr == nil && res.Complete() && serr == nil:
-		fmt.Fprintf(stderr, "retries copy: %d documents visited and acknowledged in %.1fs\n", visited, took.Seconds())
+		fmt.Fprintf(stderr, "retries copy: %d documents visited and acknowledged in %.1fs", visited, took.Seconds())
+		if cp.base > 0 {
+			fmt.Fprintf(stderr, "; %d in all, with the copies before the resume", cp.doneInAll())
+		}
+		fmt.Fprintln(stderr)
 		return nil
 	case ctx.Err() != nil:
 		fmt.Fprintf(stderr, "retries copy: interrupted: %d documents visited, %d acknowledged\n", visited, acked)
@@ -352,6 +356,14 @@ func (cp *copier) line(p feed.Progress, vs visit.Stats, slices int, maxOutage ti
 		}
 	}
 	return l
+}
+
+// doneInAll returns the documents the checkpoint counts done: acknowledged,
+// or written to -failed, the copies before a resume included.
+func (cp *copier) doneInAll() int64 {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.ck.Documents
 }
 
 // visitDone records the end of the visit.

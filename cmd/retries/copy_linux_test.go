@@ -177,6 +177,10 @@ func TestCopyKilledTwice(t *testing.T) {
 	if !strings.Contains(stderr.String(), "resuming from") {
 		t.Errorf("the last copy did not resume: %s", stderr.String())
 	}
+	// Its last line counts the copies before too.
+	if want := fmt.Sprintf("; %d in all, with the copies before the resume\n", docs); !strings.HasSuffix(stderr.String(), want) {
+		t.Errorf("the last copy's last line, want it to end %q: %s", want, stderr.String())
+	}
 	count, _ := appliedPuts(t, dst)
 	checkCopied(t, count, docs)
 	t.Logf("the source sent %d documents for %d", src.Sent(), docs)
