@@ -186,6 +186,10 @@ type Config struct {
 	// line of JSON, instead of a ProgressLine (and never rewritten in
 	// place).
 	ProgressJSON bool
+	// ProgressKeys, if not nil, adds its keys to each JSON report, after
+	// the summary's: a copy's visit side, say. A key of the summary's is
+	// left as the summary has it.
+	ProgressKeys func() map[string]any
 	// Calls, if not nil, observes the calls of both retry layers (the
 	// inner Inner, named Throttle by default, and the outer Outer): their
 	// attempts, waits, refusals, holds during an outage, and ends.

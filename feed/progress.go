@@ -1,7 +1,10 @@
 package feed
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -69,13 +72,42 @@ func (r *run) reportProgress(start time.Time, finished <-chan struct{}) {
 	case c.cfg.ProgressJSON:
 		line = func(Progress) string {
 			b := r.current(start).summaryLine()
-			return string(b[:len(b)-1])
+			return string(withKeys(b[:len(b)-1], c.cfg.ProgressKeys))
 		}
 		terminal = false
 	case line == nil:
 		line = commandLine
 	}
 	report(c.progressOut, c.cfg.Progress, terminal, start, c.snapshot, line, finished)
+}
+
+// withKeys returns the JSON object obj with the keys keys() gives added at
+// its end, in order, those it has already left out.
+func withKeys(obj []byte, keys func() map[string]any) []byte {
+	if keys == nil {
+		return obj
+	}
+	var have map[string]json.RawMessage
+	if json.Unmarshal(obj, &have) != nil || len(obj) < 2 {
+		return obj
+	}
+	extra := keys()
+	out := obj[:len(obj)-1:len(obj)-1] // without its closing brace
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		if _, dup := have[k]; dup {
+			continue
+		}
+		kb, _ := json.Marshal(k)
+		vb, err := json.Marshal(extra[k])
+		if err != nil {
+			continue
+		}
+		if len(have) > 0 || len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(append(append(out, kb...), ':'), vb...)
+	}
+	return append(out, '}')
 }
 
 // report writes line(snap()) to w every interval until done is closed: a

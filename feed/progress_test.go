@@ -2,6 +2,7 @@ package feed
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -54,5 +55,25 @@ func TestReport(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestWithKeys: ProgressKeys adds its keys to a JSON report, in order,
+// after the summary's, leaving a key the summary has as it is; the line
+// stays one JSON object.
+func TestWithKeys(t *testing.T) {
+	t.Parallel()
+	keys := func() map[string]any { return map[string]any{"b.x": 2, "a.x": "s", "feeder.ok.count": 99} }
+	for obj, want := range map[string]string{
+		`{"feeder.ok.count":1}`: `{"feeder.ok.count":1,"a.x":"s","b.x":2}`,
+		`{}`:                    `{"a.x":"s","b.x":2,"feeder.ok.count":99}`,
+	} {
+		got := withKeys([]byte(obj), keys)
+		if string(got) != want || !json.Valid(got) {
+			t.Errorf("withKeys(%s) = %s, want %s", obj, got, want)
+		}
+	}
+	if got := withKeys([]byte(`{"a":1}`), nil); string(got) != `{"a":1}` {
+		t.Errorf("without keys: %s", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"iter"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -147,9 +148,8 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		cfg.Failed = failed
 	}
 	cp := newCopier(ck, f.checkpoint, failed)
-	if !cfg.ProgressJSON {
-		cfg.ProgressLine = func(p feed.Progress) string { return cp.line(p, src.Stats(), f.slices, f.to.maxOutage) }
-	}
+	cfg.ProgressLine = func(p feed.Progress) string { return cp.line(p, src.Stats(), f.slices, f.to.maxOutage) }
+	cfg.ProgressKeys = func() map[string]any { return cp.keys(src.Stats(), f.slices) }
 	dst, err := feed.New(cfg)
 	if err != nil {
 		return usageErrorf("copy: -to: %v", err)
@@ -356,6 +356,17 @@ func (cp *copier) line(p feed.Progress, vs visit.Stats, slices int, maxOutage ti
 		}
 	}
 	return l
+}
+
+// keys are the visit's side of a copy's JSON progress reports: the
+// documents visited (of this run, and before the resume), the slices and
+// those done, the source's 429s, and its failure while requests fail.
+func (cp *copier) keys(vs visit.Stats, slices int) map[string]any {
+	return map[string]any{
+		"copy.visited.count": cp.visited.Load(), "copy.resumed.documents": cp.base,
+		"copy.slices": slices, "copy.slices.done": cp.slices.Load(), "copy.source.throttled.count": vs.Throttled,
+		"copy.source.failing": vs.Failing, "copy.source.failing.seconds": math.Round(vs.FailingFor.Seconds()*10) / 10,
+	}
 }
 
 // doneInAll returns the documents the checkpoint counts done: acknowledged,

@@ -254,3 +254,28 @@ func TestDeadEndpointSaid(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyProgressJSON: a copy's JSON progress reports carry the visit's
+// side beside the feed's keys: the documents visited, the slices done and
+// the source's failure; they had the feed's keys alone.
+func TestCopyProgressJSON(t *testing.T) {
+	t.Parallel()
+	dst := feedtest.New(t, nil)
+	code, _, stderr := runCmd(t, "copy", "-from", deadURL(t), "-to", dst.URL, "-cluster", "music", "-max-outage", "1200ms",
+		"-progress", "500ms", "-progress-json")
+	var reports []map[string]any
+	for line := range strings.Lines(stderr) {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil {
+			reports = append(reports, m)
+		}
+	}
+	if code != exitOutage || len(reports) == 0 {
+		t.Fatalf("exit %d, %d JSON reports; stderr:\n%s", code, len(reports), stderr)
+	}
+	last := reports[len(reports)-1]
+	failing, _ := last["copy.source.failing"].(string)
+	if _, ok := last["feeder.ok.count"]; !ok || last["copy.slices"] != 8.0 || last["copy.visited.count"] != 0.0 || !strings.Contains(failing, "connection refused") {
+		t.Errorf("the last report %v: want the feed's keys and the visit's, its failure named", last)
+	}
+}
