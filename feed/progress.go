@@ -92,7 +92,7 @@ func withKeys(obj []byte, keys func() map[string]any) []byte {
 		return obj
 	}
 	extra := keys()
-	out := obj[:len(obj)-1:len(obj)-1] // without its closing brace
+	out := obj[: len(obj)-1 : len(obj)-1] // without its closing brace
 	for _, k := range slices.Sorted(maps.Keys(extra)) {
 		if _, dup := have[k]; dup {
 			continue
