@@ -1,0 +1,306 @@
+// Package query sends Vespa queries to one or more container endpoints as a
+// client must: the caller's deadline travels as Vespa's timeout, a
+// request is made again only where asking again can change the answer,
+// and the answer comes back typed (hits, total count, coverage and why it
+// is partial, the errors Vespa returned, which endpoint answered, and how
+// many requests it took).
+//
+// # The deadline
+//
+// A query's timeout is what is left of its context's deadline less a
+// margin (twice the fastest recent round trip, at least
+// Config.MinMargin), so that the container gives up, and answers, before
+// the caller does; no request leaves once too little is left. Without a
+// deadline, Vespa's default (0.5 s, or the query's own timeout) applies,
+// and a request waits at most that and a second.
+//
+// # What is asked again
+//
+// The retries come from [retries.Query], pyvespa's QUERY: at most 5
+// requests, waits with full jitter. Its predicate, any error, is narrowed
+// to what asking again can change: a connection error, a 503 (no search
+// thread free), a 504 (a timeout with no hits) and a 429; each retry goes
+// to the next endpoint. Its waits are scaled from 1.5 s to a query's time
+// (50 ms doubling, at most 1 s): Vespa's default timeout is 0.5 s. Never
+// asked again: a 4xx (an illegal query), a 500 (a "soft doomed" one is the
+// query's own length, vespa#34008), and a 200, whatever errors or partial
+// coverage it carries, which is returned as it is. Retries are bounded by
+// a [retries.Budget] (5 % of queries by default) and by the deadline: no
+// retry starts once less is left than a query takes (the median round
+// trip).
+package query
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed32e55400/retries"
+)
+
+// Config says where a Client sends queries, and how.
+type Config struct {
+	// URLs are the container endpoints, such as http://localhost:8080; a
+	// query goes to the next in turn, and each retry to the one after.
+	URLs   []string
+	Header http.Header // sent with every request
+	TLS    *tls.Config // for https URLs; nil: Go's defaults
+	// Transport, if not nil, sends the requests instead of a clone of
+	// http.DefaultTransport (TLS is then ignored).
+	Transport http.RoundTripper
+	// MinMargin is the least time kept between the timeout sent and the
+	// caller's deadline; 0: 5 ms.
+	MinMargin time.Duration
+	// Budget bounds the retries; nil: retries.NewBudget(0.05, 1).
+	Budget *retries.Budget
+}
+
+// Query is one query: its request parameters (yql, hits, ranking, …),
+// sent in the URL of a GET to /search/, or, with Body, a JSON query
+// POSTed there. The client sets its timeout.
+type Query struct {
+	Params url.Values
+	// Body, if not nil, is a JSON object holding the query; Params are
+	// then sent in the URL beside it.
+	Body []byte
+}
+
+// Client sends queries. It is safe for concurrent use by multiple
+// goroutines.
+type Client struct {
+	cfg       Config
+	endpoints []string
+	next      atomic.Uint64
+	http      *http.Client
+	policy    retries.Policy
+	rtt       rtts
+}
+
+// defaultTimeout is Vespa's timeout for a query that sets none.
+const defaultTimeout = 500 * time.Millisecond
+
+// maxBody bounds the body read of an answer.
+const maxBody = 64 << 20
+
+// DefaultPolicy is the policy of a Client's requests, less its budget:
+// retries.Query asking again only after a connection error, a 429, a 503
+// or a 504, waiting U(0, min(1 s, 50 ms·2^(n−1))), and returning the last
+// outcome when it gives up.
+var DefaultPolicy = retries.Query.Copy(
+	retries.WithRetry(retries.RetryAny(retries.RetryIfError(retries.IsConnectionError), retries.RetryIfStatus(429, 503, 504))),
+	retries.WithWait(retries.WaitRandomExponential(retries.Exponential{Multiplier: 50 * time.Millisecond, Max: time.Second})),
+	retries.WithReraise(true))
+
+// New returns a Client for cfg, or an error if it has no URL or one that
+// is not an http or https URL with a host.
+func New(cfg Config) (*Client, error) {
+	if len(cfg.URLs) == 0 {
+		return nil, errors.New("query: no URL")
+	}
+	c := &Client{cfg: cfg}
+	for _, s := range cfg.URLs {
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("query: URL %q: want http://HOST[:PORT] or https://…", s)
+		}
+		c.endpoints = append(c.endpoints, strings.TrimRight(s, "/"))
+	}
+	if c.cfg.MinMargin <= 0 {
+		c.cfg.MinMargin = 5 * time.Millisecond
+	}
+	if c.cfg.Budget == nil {
+		c.cfg.Budget = retries.NewBudget(0.05, 1)
+	}
+	rt := cfg.Transport
+	if rt == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = cfg.TLS
+		t.MaxIdleConnsPerHost = 256
+		rt = t
+	}
+	c.http = &http.Client{Transport: rt}
+	c.policy = DefaultPolicy.Copy(retries.WithBudget(c.cfg.Budget))
+	return c, nil
+}
+
+// Search sends q and returns the container's result: a *Result for a 200,
+// whatever errors or partial coverage it carries (see Result.Complete);
+// otherwise an error, a *StatusError for another status. See the package
+// documentation for what is asked again.
+func (c *Client) Search(ctx context.Context, q Query) (*Result, error) {
+	first := int(c.next.Add(1) - 1)
+	deadline, hasDeadline := ctx.Deadline()
+	requests := 0
+	endpoint := ""
+	p := c.policy
+	if hasDeadline {
+		p = p.Copy(retries.WithStop(retries.StopAny(p.Stop(), retries.StopIf(func(s retries.State) bool {
+			return time.Until(deadline)-s.Wait < max(c.rtt.median(), c.cfg.MinMargin)
+		}))))
+	}
+	res, err := retries.DoValue(ctx, p, func(ctx context.Context) (*Result, error) {
+		endpoint = c.endpoints[(first+requests)%len(c.endpoints)]
+		requests++
+		return c.send(ctx, endpoint, q, deadline, hasDeadline)
+	})
+	var se *StatusError
+	switch {
+	case res != nil:
+		res.Endpoint, res.Requests = endpoint, requests
+	case errors.As(err, &se):
+		se.Endpoint, se.Requests = endpoint, requests
+	}
+	return res, err
+}
+
+// send makes one request of q to endpoint.
+func (c *Client) send(ctx context.Context, endpoint string, q Query, deadline time.Time, hasDeadline bool) (*Result, error) {
+	start := time.Now()
+	t, err := timeout(deadline, hasDeadline, start, c.rtt.margin(c.cfg.MinMargin))
+	if err != nil {
+		return nil, retries.Permanent(err)
+	}
+	if !hasDeadline {
+		// Nothing waits for ever: the container's timeout, and a second.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, queryTimeout(q)+time.Second)
+		defer cancel()
+	}
+	req, err := c.request(ctx, endpoint, q, t)
+	if err != nil {
+		return nil, retries.Permanent(err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		se := &StatusError{Status: resp.StatusCode}
+		var r Result
+		if parse(body, &r) == nil {
+			se.Errors = r.Errors
+		}
+		return nil, se
+	}
+	var r Result
+	if err := parse(body, &r); err != nil {
+		return nil, retries.Permanent(err) // a 200 that is no Vespa result: a proxy's page, not asked again
+	}
+	if d := r.Coverage.Degraded; d == nil || !d.Timeout && !d.AdaptiveTimeout {
+		c.rtt.add(time.Since(start)) // one cut by a timeout says nothing of the round trip
+	}
+	return &r, nil
+}
+
+// request builds the request of q to endpoint, with timeout t (none for
+// 0).
+func (c *Client) request(ctx context.Context, endpoint string, q Query, t time.Duration) (*http.Request, error) {
+	params := url.Values{}
+	for k, v := range q.Params {
+		params[k] = v
+	}
+	body := q.Body
+	if t > 0 {
+		if own, ok := parseTimeout(params.Get("timeout")); ok {
+			t = min(t, own)
+		}
+		params.Set("timeout", formatTimeout(t))
+		if body != nil {
+			var err error
+			if body, err = withTimeout(body, t); err != nil {
+				return nil, err
+			}
+		}
+	}
+	u := endpoint + "/search/"
+	if len(params) > 0 {
+		u += "?" + params.Encode()
+	}
+	method := http.MethodGet
+	var rd io.Reader
+	if body != nil {
+		method, rd = http.MethodPost, bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range c.cfg.Header {
+		req.Header[k] = vs
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req, nil
+}
+
+// withTimeout returns the JSON object body with its timeout set to t, or
+// kept if it asks for less.
+func withTimeout(body []byte, t time.Duration) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, fmt.Errorf("query: the body is not a JSON object: %w", err)
+	}
+	if raw, ok := m["timeout"]; ok {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			s = string(raw) // a number, of seconds
+		}
+		if own, ok := parseTimeout(s); ok && own <= t {
+			return body, nil
+		}
+	}
+	m["timeout"], _ = json.Marshal(formatTimeout(t))
+	return json.Marshal(m)
+}
+
+// queryTimeout returns the timeout q asks for, or Vespa's default.
+func queryTimeout(q Query) time.Duration {
+	if t, ok := parseTimeout(q.Params.Get("timeout")); ok {
+		return t
+	}
+	var m struct{ Timeout json.RawMessage }
+	if q.Body != nil && json.Unmarshal(q.Body, &m) == nil && m.Timeout != nil {
+		var s string
+		if json.Unmarshal(m.Timeout, &s) != nil {
+			s = string(m.Timeout)
+		}
+		if t, ok := parseTimeout(s); ok {
+			return t
+		}
+	}
+	return defaultTimeout
+}
+
+// parseTimeout reads a timeout as Vespa does: a number of seconds, or
+// with the unit ms or s, spaces allowed.
+func parseTimeout(s string) (time.Duration, bool) {
+	s = strings.ReplaceAll(strings.TrimSpace(s), " ", "")
+	unit := time.Second
+	switch {
+	case strings.HasSuffix(s, "ms"):
+		s, unit = strings.TrimSuffix(s, "ms"), time.Millisecond
+	case strings.HasSuffix(s, "s"):
+		s = strings.TrimSuffix(s, "s")
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v < 0 || v > 1e6 {
+		return 0, false
+	}
+	return time.Duration(v * float64(unit)), true
+}
