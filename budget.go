@@ -273,6 +273,17 @@ func shardOf(p *byte) int {
 	return int((a ^ a>>4 ^ a>>8) % budgetShards)
 }
 
+// Spend reports whether one extra request may go now, a retry or a hedge
+// sent outside a [Policy], and counts it as a retry when it may; a
+// refusal is counted too. Code that hedges spends the same budget as its
+// policy's retries, so that the two together stay within its ratio: the
+// policy counts its first attempts, or [Budget.Deposit] does.
+func (b *Budget) Spend() bool { return b.withdraw() }
+
+// Deposit counts a first attempt made outside a [Policy] with this
+// budget, which lets ratio more retries through.
+func (b *Budget) Deposit() { b.deposit() }
+
 // allows reports whether a retry would be granted now, without spending
 // it; a refusal is counted.
 func (b *Budget) allows() bool { return b.take(false) }

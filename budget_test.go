@@ -525,3 +525,28 @@ func TestBudgetConcurrentGrantsNeverExceedRoom(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetSpend: Spend, for hedges sent outside a policy, draws on the
+// same room as the policy's retries: with NewBudget(0.5, 0), 10 first
+// attempts (Deposit or a policy's) allow 5 Spends, and a refusal is
+// counted.
+func TestBudgetSpend(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := retries.NewBudget(0.5, 0)
+		p := retries.New(retries.WithBudget(b))
+		for range 5 {
+			b.Deposit()
+			_ = p.Do(t.Context(), func(context.Context) error { return nil })
+		}
+		granted := 0
+		for range 8 {
+			if b.Spend() {
+				granted++
+			}
+		}
+		if s := b.Stats(); granted != 5 || s.Retries != 5 || s.Refusals != 3 {
+			t.Errorf("granted %d, %+v; want 5 granted of 10 first attempts, 3 refused", granted, s)
+		}
+	})
+}

@@ -41,10 +41,11 @@ func formatTimeout(d time.Duration) string {
 	return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
 }
 
-// rtts keeps the round trips of the last requests, for the margin: twice
-// the fastest of them (the network's share, and the least a container
-// takes), at least the configured minimum. A round trip that ends in a
-// timeout of the container's says nothing of the network and is not kept.
+// rtts keeps the round trips of the last requests answered, for the
+// margin: the fastest of them (the network's share, and the least a
+// container takes to answer), at least the configured minimum. A round
+// trip cut by a timeout of the container's says nothing of the network and
+// is not kept.
 type rtts struct {
 	mu   sync.Mutex
 	ring [64]time.Duration
@@ -60,18 +61,21 @@ func (r *rtts) add(d time.Duration) {
 	r.n = min(r.n+1, len(r.ring))
 }
 
-// margin returns twice the fastest round trip kept, at least least.
-func (r *rtts) margin(least time.Duration) time.Duration {
+// margin returns the fastest round trip kept, at least least, and at
+// most a quarter of left (what is left of the deadline), so that a slow
+// container does not make the margin eat the query's time.
+func (r *rtts) margin(least, left time.Duration) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.n == 0 {
-		return least
+	m := least
+	if r.n > 0 {
+		fastest := r.ring[0]
+		for _, d := range r.ring[1:r.n] {
+			fastest = min(fastest, d)
+		}
+		m = max(least, min(fastest, left/4))
 	}
-	fastest := r.ring[0]
-	for _, d := range r.ring[1:r.n] {
-		fastest = min(fastest, d)
-	}
-	return max(least, 2*fastest)
+	return m
 }
 
 // median returns the median round trip kept, or 0 for none.

@@ -8,7 +8,7 @@
 // # The deadline
 //
 // A query's timeout is what is left of its context's deadline less a
-// margin (twice the fastest recent round trip, at least
+// margin (the fastest recent round trip, at least
 // Config.MinMargin), so that the container gives up, and answers, before
 // the caller does; no request leaves once too little is left. Without a
 // deadline, Vespa's default (0.5 s, or the query's own timeout) applies,
@@ -28,6 +28,18 @@
 // a [retries.Budget] (5 % of queries by default) and by the deadline: no
 // retry starts once less is left than a query takes (the median round
 // trip).
+//
+// # Hedging
+//
+// A query still unanswered after the 95th percentile of recent round trips
+// (Config.HedgeQuantile) is sent to another endpoint too, the first
+// result taken and the other request canceled, as "The Tail at Scale"
+// defers its hedges: about one query in twenty costs a second request,
+// and the hedges spend the same budget as the retries, so that together
+// they stay within it. A 503 or a 429 from any endpoint stops hedging for
+// a second: never hedge into overload. An answer that asking again cannot
+// change (a 400, say) ends the query at once, whichever request it came
+// from.
 package query
 
 import (
@@ -61,8 +73,14 @@ type Config struct {
 	// MinMargin is the least time kept between the timeout sent and the
 	// caller's deadline; 0: 5 ms.
 	MinMargin time.Duration
-	// Budget bounds the retries; nil: retries.NewBudget(0.05, 1).
+	// Budget bounds the retries and the hedges together; nil:
+	// retries.NewBudget(0.05, 1), 5 % of the queries and one a second.
 	Budget *retries.Budget
+	// NoHedge turns hedging off. HedgeQuantile is the quantile of recent
+	// round trips after which a query still unanswered is sent to another
+	// endpoint too; 0: 0.95.
+	NoHedge       bool
+	HedgeQuantile float64
 }
 
 // Query is one query: its request parameters (yql, hits, ranking, …),
@@ -84,7 +102,32 @@ type Client struct {
 	http      *http.Client
 	policy    retries.Policy
 	rtt       rtts
+	lat       latencies    // of the answers with a result: the hedge's delay
+	noHedging atomic.Int64 // hedging is paused until then, as UnixNano: a 503 or 429 was seen
+	stats     counts
 }
+
+// Stats are a Client's counts since New.
+type Stats struct {
+	Queries   int64 // Search calls
+	Requests  int64 // requests sent, retries and hedges included
+	Hedges    int64 // hedges sent
+	HedgesWon int64 // of them, those whose answer was taken
+	Refused   int64 // hedges the budget refused
+}
+
+type counts struct{ queries, requests, hedges, hedgesWon, refused atomic.Int64 }
+
+// Stats returns the Client's counts since New.
+func (c *Client) Stats() Stats {
+	k := &c.stats
+	return Stats{Queries: k.queries.Load(), Requests: k.requests.Load(), Hedges: k.hedges.Load(),
+		HedgesWon: k.hedgesWon.Load(), Refused: k.refused.Load()}
+}
+
+// hedgePause is how long a 503 or a 429 stops hedging: never hedge into
+// overload.
+const hedgePause = time.Second
 
 // defaultTimeout is Vespa's timeout for a query that sets none.
 const defaultTimeout = 500 * time.Millisecond
@@ -129,6 +172,10 @@ func New(cfg Config) (*Client, error) {
 		rt = t
 	}
 	c.http = &http.Client{Transport: rt}
+	c.lat.q = cfg.HedgeQuantile
+	if c.lat.q <= 0 || c.lat.q >= 1 {
+		c.lat.q = 0.95
+	}
 	c.policy = DefaultPolicy.Copy(retries.WithBudget(c.cfg.Budget))
 	return c, nil
 }
@@ -145,28 +192,137 @@ func (c *Client) Search(ctx context.Context, q Query) (*Result, error) {
 	p := c.policy
 	if hasDeadline {
 		p = p.Copy(retries.WithStop(retries.StopAny(p.Stop(), retries.StopIf(func(s retries.State) bool {
-			return time.Until(deadline)-s.Wait < max(c.rtt.median(), c.cfg.MinMargin)
+			// At the retry: what is left must hold a query (the median
+			// round trip) and the margin.
+			at := time.Now().Add(s.Wait)
+			return deadline.Sub(at) < max(c.rtt.median(), c.margin(deadline, at)+time.Millisecond)
 		}))))
 	}
-	res, err := retries.DoValue(ctx, p, func(ctx context.Context) (*Result, error) {
+	c.stats.queries.Add(1)
+	pick := func() string {
 		endpoint = c.endpoints[(first+requests)%len(c.endpoints)]
 		requests++
-		return c.send(ctx, endpoint, q, deadline, hasDeadline)
+		c.stats.requests.Add(1)
+		return endpoint
+	}
+	res, err := retries.DoValue(ctx, p, func(ctx context.Context) (*Result, error) {
+		return c.attempt(ctx, q, pick, deadline, hasDeadline)
 	})
 	var se *StatusError
 	switch {
 	case res != nil:
-		res.Endpoint, res.Requests = endpoint, requests
+		res.Requests = requests
 	case errors.As(err, &se):
 		se.Endpoint, se.Requests = endpoint, requests
 	}
 	return res, err
 }
 
+// attempt sends q to the next endpoint, and, if no answer has come after
+// the hedge's delay, to the one after too, when hedging is on, not paused
+// by a 503 or 429, there is another endpoint, time is left for it and the
+// budget allows: the first result wins and the other request is canceled.
+// An answer that asking again cannot change ends the attempt at once; one
+// that it can (a 503, say) waits for the other request, if any.
+func (c *Client) attempt(ctx context.Context, q Query, pick func() string, deadline time.Time, hasDeadline bool) (*Result, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		res      *Result
+		err      error
+		endpoint string
+		hedge    bool
+	}
+	answers := make(chan answer, 2)
+	launch := func(hedge bool) {
+		ep := pick()
+		go func() {
+			r, err := c.send(ctx, ep, q, deadline, hasDeadline)
+			answers <- answer{r, err, ep, hedge}
+		}()
+	}
+	launch(false)
+	pending := 1
+	var hedgeAt <-chan time.Time
+	if d, ok := c.lat.get(); ok && !c.cfg.NoHedge && len(c.endpoints) > 1 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		hedgeAt = t.C
+	}
+	var last answer
+	for pending > 0 {
+		select {
+		case <-hedgeAt:
+			hedgeAt = nil
+			if !c.mayHedge(deadline, hasDeadline) {
+				continue
+			}
+			if !c.cfg.Budget.Spend() {
+				c.stats.refused.Add(1)
+				continue
+			}
+			c.stats.hedges.Add(1)
+			launch(true)
+			pending++
+		case a := <-answers:
+			pending--
+			if a.err == nil {
+				if a.hedge {
+					c.stats.hedgesWon.Add(1)
+				}
+				a.res.Endpoint, a.res.Hedged = a.endpoint, a.hedge
+				return a.res, nil
+			}
+			var se *StatusError
+			if errors.As(a.err, &se) {
+				se.Endpoint = a.endpoint
+				if se.Status == http.StatusServiceUnavailable || se.Status == http.StatusTooManyRequests {
+					c.noHedging.Store(time.Now().Add(hedgePause).UnixNano())
+				}
+			}
+			if last.err == nil || !errors.Is(a.err, context.Canceled) {
+				last = a
+			}
+			if !retryable(a.err) {
+				return nil, a.err // the other request's answer would be the same
+			}
+			hedgeAt = nil // retried by the policy, not hedged
+		}
+	}
+	return nil, last.err
+}
+
+// margin is the time kept between a request's timeout and the deadline,
+// for a request sent at now.
+func (c *Client) margin(deadline, now time.Time) time.Duration {
+	return c.rtt.margin(c.cfg.MinMargin, deadline.Sub(now))
+}
+
+// mayHedge reports whether a hedge may go now: hedging is not paused, and
+// the deadline leaves time for it.
+func (c *Client) mayHedge(deadline time.Time, hasDeadline bool) bool {
+	now := time.Now()
+	if now.UnixNano() < c.noHedging.Load() {
+		return false
+	}
+	_, err := timeout(deadline, hasDeadline, now, c.margin(deadline, now))
+	return err == nil
+}
+
+// retryable reports whether asking again may change the answer err: the
+// policy's predicate.
+func retryable(err error) bool {
+	if retries.IsConnectionError(err) {
+		return true
+	}
+	var se *StatusError
+	return errors.As(err, &se) && (se.Status == 429 || se.Status == 503 || se.Status == 504)
+}
+
 // send makes one request of q to endpoint.
 func (c *Client) send(ctx context.Context, endpoint string, q Query, deadline time.Time, hasDeadline bool) (*Result, error) {
 	start := time.Now()
-	t, err := timeout(deadline, hasDeadline, start, c.rtt.margin(c.cfg.MinMargin))
+	t, err := timeout(deadline, hasDeadline, start, c.margin(deadline, start))
 	if err != nil {
 		return nil, retries.Permanent(err)
 	}
@@ -189,7 +345,9 @@ func (c *Client) send(ctx context.Context, endpoint string, q Query, deadline ti
 	if err != nil {
 		return nil, err
 	}
+	took := time.Since(start)
 	if resp.StatusCode != http.StatusOK {
+		c.rtt.add(took) // an answer, however short: a query's time
 		se := &StatusError{Status: resp.StatusCode}
 		var r Result
 		if parse(body, &r) == nil {
@@ -202,7 +360,8 @@ func (c *Client) send(ctx context.Context, endpoint string, q Query, deadline ti
 		return nil, retries.Permanent(err) // a 200 that is no Vespa result: a proxy's page, not asked again
 	}
 	if d := r.Coverage.Degraded; d == nil || !d.Timeout && !d.AdaptiveTimeout {
-		c.rtt.add(time.Since(start)) // one cut by a timeout says nothing of the round trip
+		c.rtt.add(took) // one cut by a timeout says nothing of the round trip
+		c.lat.add(took)
 	}
 	return &r, nil
 }

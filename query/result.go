@@ -22,9 +22,11 @@ type Result struct {
 	// hits and errors is a partial result, not a failure.
 	Errors []Error
 	// Endpoint is the URL of the container that answered; Requests, the
-	// requests the query took, retries included.
+	// requests the query took, retries and hedges included; Hedged, whether
+	// the answer is a hedge's.
 	Endpoint string
 	Requests int
+	Hedged   bool
 }
 
 // Hit is one hit of a result (a child of its root): a document, or, with
