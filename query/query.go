@@ -87,6 +87,8 @@ type Config struct {
 // sent in the URL of a GET to /search/, or, with Body, a JSON query
 // POSTed there. The client sets its timeout.
 type Query struct {
+	// Path is the handler's path; "": /search/.
+	Path   string
 	Params url.Values
 	// Body, if not nil, is a JSON object holding the query; Params are
 	// then sent in the URL beside it.
@@ -386,7 +388,11 @@ func (c *Client) request(ctx context.Context, endpoint string, q Query, t time.D
 			}
 		}
 	}
-	u := endpoint + "/search/"
+	path := q.Path
+	if path == "" {
+		path = "/search/"
+	}
+	u := endpoint + path
 	if len(params) > 0 {
 		u += "?" + params.Encode()
 	}

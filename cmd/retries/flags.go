@@ -91,6 +91,18 @@ var commands = []command{
 			"  4  the source or the destination was out for longer than -max-outage\n",
 		flags: func(fs *flag.FlagSet) { addCopyFlags(fs, &copyFlags{}) },
 	},
+	{
+		name:     "bench",
+		synopsis: "bench -url URL [-url URL…] -rate QPS|A:B:STEP [-duration D] [-deadline D] [-hedge auto|off] [-json FILE] [-slo D] [-q] FILE|-",
+		about: "Offers the queries of FILE (a path and query string a line, as\n" +
+			"vespa-fbench reads them, or a JSON body) at QPS a second, open loop,\n" +
+			"through package query: each query's deadline travels as its timeout,\n" +
+			"a slow container is hedged within a budget. Reports latency from each\n" +
+			"query's due time (and from its send), ok, degraded and failed answers\n" +
+			"apart, and a row per endpoint; with A:B:STEP, the knee.\n",
+		exits: "  0  it ran, whatever the answers\n" + exitsBad + exitsInterrupted,
+		flags: func(fs *flag.FlagSet) { addBenchFlags(fs, &benchFlags{}) },
+	},
 }
 
 // lookupCommand returns the command called name.

@@ -1,0 +1,445 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/seed32e55400/retries"
+	"github.com/seed32e55400/retries/query"
+)
+
+// benchFlags are the flags of the bench command.
+type benchFlags struct {
+	urls          urlsFlag
+	rate          string
+	duration      time.Duration
+	deadline      time.Duration
+	hedge         string
+	jsonOut       string
+	slo           time.Duration
+	quiet         bool
+	header        headerFlag
+	cert, key, ca string
+}
+
+func addBenchFlags(fs *flag.FlagSet, f *benchFlags) {
+	fs.Var(&f.urls, "url", "a container's `URL` (required); repeat it for several, each query going to the next in turn")
+	fs.StringVar(&f.rate, "rate", "", "`QPS` queries a second, open loop (required); A:B:STEP steps the rate from A to B and reports the knee")
+	fs.DurationVar(&f.duration, "duration", 10*time.Second, "how long to offer the rate (each step's, with A:B:STEP)")
+	fs.DurationVar(&f.deadline, "deadline", time.Second, "each query's deadline, from the time it is due: Vespa's timeout is what is left of it")
+	fs.StringVar(&f.hedge, "hedge", "auto", "auto: hedge after the 95th percentile of recent round trips, within the budget; off: never")
+	fs.StringVar(&f.jsonOut, "json", "", "write the report to `FILE` as JSON too")
+	fs.DurationVar(&f.slo, "slo", 100*time.Millisecond, "with -rate A:B:STEP: the p99 a step's rate must keep to count for the knee")
+	fs.BoolVar(&f.quiet, "q", false, "no line per second")
+	fs.Var(&f.header, "header", "send the header `'Name: value'` with every request (repeatable); never printed")
+	fs.StringVar(&f.cert, "cert", "", "the client certificate, a PEM `FILE`, for mutual TLS on https URLs")
+	fs.StringVar(&f.key, "key", "", "the client certificate's private key, a PEM `FILE`")
+	fs.StringVar(&f.ca, "ca", "", "trust the CA certificates of this PEM `FILE` instead of the system's")
+}
+
+// benchQuery is a line of the query file: what is sent, and the line.
+type benchQuery struct {
+	q    query.Query
+	line int
+}
+
+// readQueries reads a query file as vespa-fbench reads one: a path and
+// query string a line (/search/?yql=…), or, for a line starting with {, a
+// JSON query body to POST. Empty lines and lines starting with # are
+// skipped.
+func readQueries(r io.Reader) ([]benchQuery, error) {
+	var qs []benchQuery
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "", strings.HasPrefix(line, "#"):
+			continue
+		case strings.HasPrefix(line, "{"):
+			if !json.Valid([]byte(line)) {
+				return nil, fmt.Errorf("line %d: not a JSON object", n)
+			}
+			qs = append(qs, benchQuery{query.Query{Body: []byte(line)}, n})
+		default:
+			u, err := url.Parse(line)
+			if err != nil || !strings.HasPrefix(u.Path, "/") || u.Host != "" {
+				return nil, fmt.Errorf("line %d: want a path and query string such as /search/?yql=…, or a JSON object", n)
+			}
+			qs = append(qs, benchQuery{query.Query{Path: u.Path, Params: u.Query()}, n})
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(qs) == 0 {
+		return nil, errors.New("no query")
+	}
+	return qs, nil
+}
+
+// parseRate reads -rate: QPS, or A:B:STEP.
+func parseRate(s string) ([]float64, error) {
+	parts := strings.Split(s, ":")
+	var v []float64
+	for _, p := range parts {
+		x, err := strconv.ParseFloat(p, 64)
+		if err != nil || x <= 0 || x > 1e6 || math.IsNaN(x) {
+			return nil, fmt.Errorf("-rate %q: want QPS or A:B:STEP, each above 0 and at most 1000000", s)
+		}
+		v = append(v, x)
+	}
+	switch {
+	case len(v) == 1:
+		return v, nil
+	case len(v) == 3 && v[0] <= v[1]:
+		var rates []float64
+		for r := v[0]; r <= v[1]+1e-9 && len(rates) < 1000; r += v[2] {
+			rates = append(rates, r)
+		}
+		return rates, nil
+	}
+	return nil, fmt.Errorf("-rate %q: want QPS or A:B:STEP with A at most B", s)
+}
+
+// runBench is the bench command.
+func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fset := newFlagSet("bench")
+	var f benchFlags
+	addBenchFlags(fset, &f)
+	pos, err := parseFlags(fset, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case f.header.check() != nil:
+		return usageErrorf("bench: %v", f.header.check())
+	case len(f.urls) == 0 || f.rate == "":
+		return usageErrorf("bench: -url and -rate are required")
+	case len(pos) != 1:
+		return usageErrorf("bench: want one query FILE, or - for stdin")
+	case f.hedge != "auto" && f.hedge != "off":
+		return usageErrorf("bench: -hedge %q: want auto or off", f.hedge)
+	case f.duration <= 0 || f.duration > 24*time.Hour || f.deadline <= 0 || f.slo <= 0:
+		return usageErrorf("bench: -duration (at most 24h), -deadline and -slo must be above 0")
+	}
+	rates, err := parseRate(f.rate)
+	if err != nil {
+		return usageErrorf("bench: %v", err)
+	}
+	in := stdin
+	if pos[0] != "-" {
+		file, err := os.Open(pos[0])
+		if err != nil {
+			return setupErrorf("bench: %v", err)
+		}
+		defer file.Close()
+		in = file
+	}
+	qs, err := readQueries(in)
+	if err != nil {
+		return setupErrorf("bench: %s: %v", pos[0], err)
+	}
+	tlsCfg, err := feedTLS(f.cert, f.key, f.ca)
+	if err != nil {
+		return setupErrorf("bench: %v", err)
+	}
+	c, err := query.New(query.Config{URLs: f.urls, Header: f.header.h, TLS: tlsCfg, NoHedge: f.hedge == "off"})
+	if err != nil {
+		return usageErrorf("bench: %v", err)
+	}
+	var reports []*benchReport
+	for _, rate := range rates {
+		r := runRate(ctx, c, qs, rate, f.duration, f.deadline, f.quiet, stderr)
+		reports = append(reports, r)
+		if _, err := io.WriteString(stdout, r.text()); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	var knee *benchReport
+	if len(rates) > 1 {
+		for _, r := range reports {
+			if r.p(0.99) <= f.slo && float64(r.Degraded+r.Failed) < 0.01*float64(r.Queries) {
+				knee = r
+			}
+		}
+		if knee != nil {
+			fmt.Fprintf(stdout, "knee: %.0f queries/s, the highest rate whose p99 stays under %v with failed and degraded under 1 %%\n", knee.Offered, f.slo)
+		} else {
+			fmt.Fprintf(stdout, "knee: none of the rates kept p99 under %v with failed and degraded under 1 %%\n", f.slo)
+		}
+	}
+	if f.jsonOut != "" {
+		var v any = reports[0].json()
+		if len(reports) > 1 {
+			steps := make([]any, len(reports))
+			for i, r := range reports {
+				steps[i] = r.json()
+			}
+			k := map[string]any{"steps": steps, "slo_ms": ms(f.slo), "knee_rate": nil}
+			if knee != nil {
+				k["knee_rate"] = knee.Offered
+			}
+			v = k
+		}
+		data, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(f.jsonOut, append(data, '\n'), 0o644); err != nil {
+			return setupErrorf("bench: -json: %v", err)
+		}
+	}
+	if ctx.Err() != nil {
+		return silentExit(exitInterrupted)
+	}
+	return nil
+}
+
+// benchReport is what one rate came to.
+type benchReport struct {
+	Offered, Achieved                 float64
+	Duration                          time.Duration
+	Queries, OK, Degraded, Failed     int64
+	Requests, Hedges, HedgesWon, Late int64
+	ZeroHits                          int64
+	Status                            map[string]int64
+	fromDue, fromSend                 []time.Duration
+	endpoints                         map[string]*endpointRow
+	cpu                               time.Duration
+	mu                                sync.Mutex
+}
+
+// endpointRow is one endpoint's share of the answers.
+type endpointRow struct {
+	answers, ok int64
+	latency     []time.Duration
+}
+
+// runRate offers rate queries a second for d, open loop: query i is due at
+// start + i/rate whatever the answers do, and its latency counts from
+// then (and, apart, from its send).
+func runRate(ctx context.Context, c *query.Client, qs []benchQuery, rate float64, d, deadline time.Duration, quiet bool, stderr io.Writer) *benchReport {
+	r := &benchReport{Offered: rate, Status: map[string]int64{}, endpoints: map[string]*endpointRow{}}
+	n := int64(math.Round(rate * d.Seconds()))
+	before := c.Stats()
+	cpu0 := cpuTime()
+	start := time.Now()
+	var wg sync.WaitGroup
+	nextLine := start.Add(time.Second)
+	for i := range n {
+		due := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+		if wait := time.Until(due); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if time.Since(due) > time.Millisecond {
+			r.Late++ // sent more than a millisecond after it was due
+		}
+		if !quiet && time.Now().After(nextLine) {
+			nextLine = nextLine.Add(time.Second)
+			r.mu.Lock()
+			fmt.Fprintf(stderr, "bench %5.1fs: %d due, %d ok, %d degraded, %d failed\n", time.Since(start).Seconds(), i, r.OK, r.Degraded, r.Failed)
+			r.mu.Unlock()
+		}
+		q := qs[i%int64(len(qs))]
+		wg.Go(func() { r.one(ctx, c, q, due, deadline) })
+	}
+	wg.Wait()
+	r.Duration = time.Since(start)
+	r.cpu = cpuTime() - cpu0
+	after := c.Stats()
+	r.Requests, r.Hedges, r.HedgesWon = after.Requests-before.Requests, after.Hedges-before.Hedges, after.HedgesWon-before.HedgesWon
+	r.Achieved = float64(r.Queries) / r.Duration.Seconds()
+	return r
+}
+
+// one sends q, due at due, with deadline from then, and counts it.
+func (r *benchReport) one(ctx context.Context, c *query.Client, q benchQuery, due time.Time, deadline time.Duration) {
+	ctx, cancel := context.WithDeadline(ctx, due.Add(deadline))
+	defer cancel()
+	sent := time.Now()
+	res, err := c.Search(ctx, q.q)
+	end := time.Now()
+	fromDue, fromSend := end.Sub(due), end.Sub(sent)
+	status, endpoint := "", ""
+	var se *query.StatusError
+	switch {
+	case err == nil:
+		status, endpoint = "200", res.Endpoint
+	case errors.As(err, &se):
+		status, endpoint = strconv.Itoa(se.Status), se.Endpoint
+	case errors.Is(err, context.DeadlineExceeded):
+		status = "deadline"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		status = "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		status = "connection reset"
+	case retries.IsConnectionError(err):
+		status = "connection error"
+	default:
+		status = "error"
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Queries++
+	r.Status[status]++
+	ok := err == nil && res.Complete() && fromDue <= deadline
+	switch {
+	case ok:
+		r.OK++
+	case err == nil && fromDue <= deadline:
+		r.Degraded++
+	default:
+		r.Failed++
+	}
+	if err == nil && res.TotalCount == 0 && len(res.Hits) == 0 {
+		r.ZeroHits++
+	}
+	r.fromDue = append(r.fromDue, fromDue)
+	r.fromSend = append(r.fromSend, fromSend)
+	if endpoint != "" {
+		row := r.endpoints[endpoint]
+		if row == nil {
+			row = &endpointRow{}
+			r.endpoints[endpoint] = row
+		}
+		row.answers++
+		if ok {
+			row.ok++
+		}
+		row.latency = append(row.latency, fromSend)
+	}
+}
+
+// quantile returns the q quantile of ds (sorted in place), or 0.
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[min(int(q*float64(len(ds))), len(ds)-1)]
+}
+
+// p returns the q quantile of the latencies from the due times.
+func (r *benchReport) p(q float64) time.Duration { return quantile(r.fromDue, q) }
+
+func ms(d time.Duration) float64 { return math.Round(float64(d)/1e4) / 100 }
+
+// text is the report in vespa-fbench's layout, with what it leaves out:
+// degraded answers apart from the successful ones, the rate offered and
+// achieved, hedges, and latency from the due time (coordinated omission
+// corrected) beside latency from the send.
+func (r *benchReport) text() string {
+	var b strings.Builder
+	w := func(name, format string, a ...any) {
+		fmt.Fprintf(&b, "%-28s"+format+"\n", append([]any{name + ":"}, a...)...)
+	}
+	b.WriteString("***************** Benchmark Summary *****************\n")
+	w("offered query rate", "%10.1f Q/s", r.Offered)
+	w("ran for", "%10.1f seconds", r.Duration.Seconds())
+	w("queries due", "%10d", r.Queries)
+	w("sent late (over 1 ms)", "%10d", r.Late)
+	w("ok", "%10d", r.OK)
+	w("degraded", "%10d  (200 with errors or partial coverage, within the deadline)", r.Degraded)
+	w("failed", "%10d  (any other answer, or past the deadline)", r.Failed)
+	w("requests", "%10d  (%d hedges, %d of them taken)", r.Requests, r.Hedges, r.HedgesWon)
+	fromDue := slices.Clone(r.fromDue)
+	fromSend := slices.Clone(r.fromSend)
+	if len(fromDue) > 0 {
+		var sum time.Duration
+		for _, d := range fromDue {
+			sum += d
+		}
+		w("minimum response time", "%10.2f ms", ms(quantile(fromDue, 0)))
+		w("maximum response time", "%10.2f ms", ms(fromDue[len(fromDue)-1]))
+		w("average response time", "%10.2f ms", ms(sum/time.Duration(len(fromDue))))
+		for _, q := range []float64{25, 50, 75, 90, 95, 98, 99, 99.5, 99.9} {
+			w(strconv.FormatFloat(q, 'f', -1, 64)+" percentile", "%10.2f ms  (%.2f ms from the send)", ms(quantile(fromDue, q/100)), ms(quantile(fromSend, q/100)))
+		}
+	}
+	w("actual query rate", "%10.1f Q/s", r.Achieved)
+	if r.Queries > 0 {
+		w("cpu per query", "%10.1f µs", float64(r.cpu.Microseconds())/float64(r.Queries))
+	}
+	w("zero hit queries", "%10d", r.ZeroHits)
+	b.WriteString("http request status breakdown:\n")
+	for _, k := range slices.Sorted(mapsKeys(r.Status)) {
+		fmt.Fprintf(&b, "  %16s : %8d\n", k, r.Status[k])
+	}
+	b.WriteString("endpoints:\n")
+	for _, k := range slices.Sorted(mapsKeys(r.endpoints)) {
+		e := r.endpoints[k]
+		fmt.Fprintf(&b, "  %s: %d answers, %d ok, p99 %.2f ms from the send\n", k, e.answers, e.ok, ms(quantile(e.latency, 0.99)))
+	}
+	return b.String()
+}
+
+func mapsKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// json is the report as -json writes it.
+func (r *benchReport) json() map[string]any {
+	lat := func(ds []time.Duration) map[string]float64 {
+		ds = slices.Clone(ds)
+		return map[string]float64{"p50": ms(quantile(ds, 0.5)), "p90": ms(quantile(ds, 0.9)), "p95": ms(quantile(ds, 0.95)),
+			"p99": ms(quantile(ds, 0.99)), "p999": ms(quantile(ds, 0.999)), "max": ms(quantile(ds, 1))}
+	}
+	var eps []map[string]any
+	for _, k := range slices.Sorted(mapsKeys(r.endpoints)) {
+		e := r.endpoints[k]
+		eps = append(eps, map[string]any{"url": k, "answers": e.answers, "ok": e.ok, "p99_ms": ms(quantile(e.latency, 0.99))})
+	}
+	cpu := 0.0
+	if r.Queries > 0 {
+		cpu = float64(r.cpu.Microseconds()) / float64(r.Queries)
+	}
+	return map[string]any{
+		"queries": r.Queries, "ok": r.OK, "degraded": r.Degraded, "failed": r.Failed, "requests": r.Requests,
+		"hedges": r.Hedges, "hedges_won": r.HedgesWon, "retries": r.Requests - r.Queries - r.Hedges, "status": r.Status,
+		"latency_ms": lat(r.fromDue), "latency_from_send_ms": lat(r.fromSend),
+		"offered_rate": r.Offered, "achieved_rate": math.Round(r.Achieved*10) / 10, "late": r.Late,
+		"zero_hits": r.ZeroHits, "seconds": math.Round(r.Duration.Seconds()*1000) / 1000, "cpu_us_per_query": math.Round(cpu*10) / 10,
+		"endpoints": eps,
+	}
+}
+
+// cpuTime returns the process's CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

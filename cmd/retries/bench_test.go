@@ -1,0 +1,175 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// A container's answers, as Vespa's search handler writes them.
+const (
+	benchOK       = `{"root":{"id":"toplevel","relevance":1.0,"fields":{"totalCount":1},"coverage":{"coverage":100,"documents":10,"full":true,"nodes":1,"results":1,"resultsFull":1},"children":[{"id":"id:music:music::1","relevance":0.9,"fields":{}}]}}`
+	benchDegraded = `{"root":{"id":"toplevel","relevance":1.0,"fields":{"totalCount":1},"coverage":{"coverage":50,"documents":5,"full":false,"nodes":1,"results":1,"resultsFull":0,"degraded":{"match-phase":false,"timeout":true,"adaptive-timeout":false,"non-ideal-state":false}},"children":[]}}`
+	benchIllegal  = `{"root":{"id":"toplevel","relevance":1.0,"fields":{"totalCount":0},"errors":[{"code":3,"summary":"Illegal query","message":"Could not parse"}]}}`
+)
+
+// container answers a query as its "case" parameter (or JSON key) says:
+// ok, degraded or illegal, after hold; it counts the requests and records
+// the timeouts sent.
+type container struct {
+	hold     time.Duration
+	requests atomic.Int64
+	posts    atomic.Int64
+}
+
+func (c *container) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.requests.Add(1)
+	kind := r.URL.Query().Get("case")
+	if r.Method == http.MethodPost {
+		c.posts.Add(1)
+		var m map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		kind = fmt.Sprint(m["case"])
+	}
+	time.Sleep(c.hold) // the container's own time: the point of the test
+	switch kind {
+	case "degraded":
+		fmt.Fprint(w, benchDegraded)
+	case "illegal":
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, benchIllegal)
+	default:
+		fmt.Fprint(w, benchOK)
+	}
+}
+
+// queryFile writes a query file: 8 ok queries (one a JSON body), one
+// degraded and one illegal, in turn.
+func queryFile(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("# a comment, then the queries\n")
+	for i := range 7 {
+		fmt.Fprintf(&b, "/search/?yql=select+*+from+music+where+true&hits=%d&case=ok\n", i)
+	}
+	b.WriteString(`{"yql":"select * from music where true","case":"ok"}` + "\n")
+	b.WriteString("/search/?yql=select+*+from+music+where+true&case=degraded\n\n")
+	b.WriteString("/search/?yql=select&case=illegal\n")
+	return writeFile(t, b.String())
+}
+
+func readJSON(t *testing.T, path string) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestBench: 100 queries offered at 200 a second are each answered once:
+// the report counts 80 ok, 10 degraded (a 200 with partial coverage) and
+// 10 failed (a 400), with the statuses, a request a query (a 400 and a
+// degraded 200 are never asked again), and a row per endpoint; the text
+// report has fbench's lines.
+func TestBench(t *testing.T) {
+	t.Parallel()
+	c := &container{}
+	a, b := httptest.NewServer(c), httptest.NewServer(c)
+	t.Cleanup(a.Close)
+	t.Cleanup(b.Close)
+	out := filepath.Join(t.TempDir(), "report.json")
+	code, stdout, stderr := runCmd(t, "bench", "-q", "-url", a.URL, "-url", b.URL, "-rate", "200", "-duration", "500ms", "-json", out, queryFile(t))
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	r := readJSON(t, out)
+	status, _ := r["status"].(map[string]any)
+	if r["queries"] != 100.0 || r["ok"] != 80.0 || r["degraded"] != 10.0 || r["failed"] != 10.0 || status["200"] != 90.0 || status["400"] != 10.0 {
+		t.Errorf("the report %v: want 100 queries, 80 ok, 10 degraded, 10 failed", r)
+	}
+	if r["requests"] != float64(c.requests.Load()) || c.requests.Load() < 100 || c.posts.Load() != 10 {
+		t.Errorf("requests %v, the containers saw %d (%d POSTed): want a request a query, as counted", r["requests"], c.requests.Load(), c.posts.Load())
+	}
+	if eps, _ := r["endpoints"].([]any); len(eps) != 2 {
+		t.Errorf("endpoints %v: want a row each", r["endpoints"])
+	}
+	for _, line := range []string{"offered query rate:", "99.9 percentile:", "actual query rate:", "http request status breakdown:", "degraded:", "cpu per query:"} {
+		if !strings.Contains(stdout, line) {
+			t.Errorf("the text report has no %q:\n%s", line, stdout)
+		}
+	}
+}
+
+// TestBenchLatencyFromDue: with every answer held 300 ms, the latency is
+// counted from each query's due time, so that a tool that waited for
+// answers could not hide the wait: p99 at least 300 ms, and a query whose
+// answer comes past its deadline is failed, not ok.
+func TestBenchLatencyFromDue(t *testing.T) {
+	t.Parallel()
+	c := &container{hold: 300 * time.Millisecond}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	out := filepath.Join(t.TempDir(), "report.json")
+	q := writeFile(t, "/search/?yql=select+*+from+music+where+true&case=ok\n")
+	code, _, stderr := runCmd(t, "bench", "-q", "-url", srv.URL, "-rate", "100", "-duration", "300ms", "-deadline", "200ms", "-json", out, q)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	r := readJSON(t, out)
+	lat, _ := r["latency_ms"].(map[string]any)
+	if p99, _ := lat["p99"].(float64); p99 < 200 || r["ok"] != 0.0 || r["failed"] != r["queries"] {
+		t.Errorf("held 300 ms, deadline 200 ms: p99 %v ms, %v ok, %v failed of %v; want none ok", lat["p99"], r["ok"], r["failed"], r["queries"])
+	}
+}
+
+// TestBenchSteps: -rate A:B:STEP runs each rate and names the knee, the
+// highest that kept p99 under -slo with failed and degraded under 1 %.
+func TestBenchSteps(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(&container{})
+	t.Cleanup(srv.Close)
+	out := filepath.Join(t.TempDir(), "report.json")
+	q := writeFile(t, "/search/?yql=select+*+from+music+where+true\n")
+	code, stdout, stderr := runCmd(t, "bench", "-q", "-url", srv.URL, "-rate", "50:150:50", "-duration", "200ms", "-slo", "1s", "-json", out, q)
+	if code != 0 || !strings.Contains(stdout, "knee: 150 queries/s") {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	r := readJSON(t, out)
+	if steps, _ := r["steps"].([]any); len(steps) != 3 || r["knee_rate"] != 150.0 {
+		t.Errorf("the report %v: want 3 steps and the knee at 150", r)
+	}
+}
+
+// TestBenchBadInput: a bad rate, no file, a line that is no query, an
+// unknown -hedge: exit 2, with what is wrong.
+func TestBenchBadInput(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-url", "http://127.0.0.1:1", "-rate", "0", writeFile(t, "/search/?yql=x\n")}, "-rate \"0\""},
+		{[]string{"-url", "http://127.0.0.1:1", "-rate", "10:5:1", writeFile(t, "/search/?yql=x\n")}, "A at most B"},
+		{[]string{"-url", "http://127.0.0.1:1", "-rate", "10"}, "want one query FILE"},
+		{[]string{"-url", "http://127.0.0.1:1", "-rate", "10", writeFile(t, "select * from x\n")}, "line 1: want a path"},
+		{[]string{"-url", "http://127.0.0.1:1", "-rate", "10", "-hedge", "on", writeFile(t, "/search/?yql=x\n")}, "-hedge \"on\""},
+		{[]string{"-url", "http://127.0.0.1:1", "-rate", "10", writeFile(t, "# only a comment\n")}, "no query"},
+	} {
+		code, _, stderr := runCmd(t, append([]string{"bench"}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("bench %q: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
