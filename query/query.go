@@ -27,7 +27,9 @@
 // coverage it carries, which is returned as it is. Retries are bounded by
 // a [retries.Budget] (5 % of queries by default) and by the deadline: no
 // retry starts once less is left than a query takes (the median round
-// trip).
+// trip). An endpoint that answered 503 or 429 is avoided for a second, and
+// a retry or a hedge does not go when every endpoint is: under overload a
+// query costs one request.
 //
 // # Hedging
 //
@@ -104,8 +106,9 @@ type Client struct {
 	http      *http.Client
 	policy    retries.Policy
 	rtt       rtts
-	lat       latencies    // of the answers with a result: the hedge's delay
-	noHedging atomic.Int64 // hedging is paused until then, as UnixNano: a 503 or 429 was seen
+	lat       latencies      // of the answers with a result: the hedge's delay
+	noHedging atomic.Int64   // hedging is paused until then, as UnixNano: a 503 or 429 was seen
+	busy      []atomic.Int64 // per endpoint: avoided until then, as UnixNano, after its 503 or 429
 	stats     counts
 }
 
@@ -160,6 +163,7 @@ func New(cfg Config) (*Client, error) {
 		}
 		c.endpoints = append(c.endpoints, strings.TrimRight(s, "/"))
 	}
+	c.busy = make([]atomic.Int64, len(c.endpoints))
 	if c.cfg.MinMargin <= 0 {
 		c.cfg.MinMargin = 5 * time.Millisecond
 	}
@@ -201,14 +205,40 @@ func (c *Client) Search(ctx context.Context, q Query) (*Result, error) {
 		}))))
 	}
 	c.stats.queries.Add(1)
-	pick := func() string {
-		endpoint = c.endpoints[(first+requests)%len(c.endpoints)]
+	next := first
+	// pick returns the next endpoint not busy (one that answered 503 or 429
+	// in the last second is avoided), and counts the request. A first
+	// request goes in turn when every endpoint is busy; a retry or a hedge
+	// does not go then: asking again would only add to the overload.
+	pick := func(firstRequest bool) (int, bool) {
+		n, now := len(c.endpoints), time.Now().UnixNano()
+		i := -1
+		for k := range n {
+			if j := (next + k) % n; c.busy[j].Load() <= now {
+				i = j
+				break
+			}
+		}
+		if i < 0 {
+			if !firstRequest {
+				return 0, false
+			}
+			i = next % n
+		}
+		next = i + 1
+		endpoint = c.endpoints[i]
 		requests++
 		c.stats.requests.Add(1)
-		return endpoint
+		return i, true
 	}
+	var lastErr error
 	res, err := retries.DoValue(ctx, p, func(ctx context.Context) (*Result, error) {
-		return c.attempt(ctx, q, pick, deadline, hasDeadline)
+		r, err := c.attempt(ctx, q, pick, requests == 0, deadline, hasDeadline)
+		if errors.Is(err, errAllBusy) {
+			return nil, retries.Permanent(lastErr) // no retry into overload: the last answer stands
+		}
+		lastErr = err
+		return r, err
 	})
 	var se *StatusError
 	switch {
@@ -226,24 +256,30 @@ func (c *Client) Search(ctx context.Context, q Query) (*Result, error) {
 // budget allows: the first result wins and the other request is canceled.
 // An answer that asking again cannot change ends the attempt at once; one
 // that it can (a 503, say) waits for the other request, if any.
-func (c *Client) attempt(ctx context.Context, q Query, pick func() string, deadline time.Time, hasDeadline bool) (*Result, error) {
+func (c *Client) attempt(ctx context.Context, q Query, pick func(bool) (int, bool), first bool, deadline time.Time, hasDeadline bool) (*Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type answer struct {
-		res      *Result
-		err      error
-		endpoint string
-		hedge    bool
+		res   *Result
+		err   error
+		i     int // the endpoint
+		hedge bool
 	}
 	answers := make(chan answer, 2)
-	launch := func(hedge bool) {
-		ep := pick()
+	launch := func(hedge bool) bool {
+		i, ok := pick(first && !hedge)
+		if !ok {
+			return false
+		}
 		go func() {
-			r, err := c.send(ctx, ep, q, deadline, hasDeadline)
-			answers <- answer{r, err, ep, hedge}
+			r, err := c.send(ctx, c.endpoints[i], q, deadline, hasDeadline)
+			answers <- answer{r, err, i, hedge}
 		}()
+		return true
 	}
-	launch(false)
+	if !launch(false) {
+		return nil, errAllBusy
+	}
 	pending := 1
 	var hedgeAt <-chan time.Time
 	if d, ok := c.lat.get(); ok && !c.cfg.NoHedge && len(c.endpoints) > 1 {
@@ -263,23 +299,26 @@ func (c *Client) attempt(ctx context.Context, q Query, pick func() string, deadl
 				c.stats.refused.Add(1)
 				continue
 			}
-			c.stats.hedges.Add(1)
-			launch(true)
-			pending++
+			if launch(true) {
+				c.stats.hedges.Add(1)
+				pending++
+			}
 		case a := <-answers:
 			pending--
 			if a.err == nil {
 				if a.hedge {
 					c.stats.hedgesWon.Add(1)
 				}
-				a.res.Endpoint, a.res.Hedged = a.endpoint, a.hedge
+				a.res.Endpoint, a.res.Hedged = c.endpoints[a.i], a.hedge
 				return a.res, nil
 			}
 			var se *StatusError
 			if errors.As(a.err, &se) {
-				se.Endpoint = a.endpoint
+				se.Endpoint = c.endpoints[a.i]
 				if se.Status == http.StatusServiceUnavailable || se.Status == http.StatusTooManyRequests {
-					c.noHedging.Store(time.Now().Add(hedgePause).UnixNano())
+					until := time.Now().Add(hedgePause).UnixNano()
+					c.noHedging.Store(until)
+					c.busy[a.i].Store(until)
 				}
 			}
 			if last.err == nil || !errors.Is(a.err, context.Canceled) {
@@ -310,6 +349,10 @@ func (c *Client) mayHedge(deadline time.Time, hasDeadline bool) bool {
 	_, err := timeout(deadline, hasDeadline, now, c.margin(deadline, now))
 	return err == nil
 }
+
+// errAllBusy is an attempt that could not go: every endpoint answered 503
+// or 429 in the last second.
+var errAllBusy = errors.New("query: every endpoint is busy")
 
 // retryable reports whether asking again may change the answer err: the
 // policy's predicate.

@@ -84,6 +84,8 @@ type config struct {
 	buckets      int
 	bucketTime   time.Duration
 	visitTimeout time.Duration
+	queryMode    bool
+	query        queryConfig
 }
 
 func main() {
@@ -111,6 +113,12 @@ func main() {
 	flag.DurationVar(&c.bucketTime, "bucket-time", 0, "with -visit or -copy: the time one bucket takes to visit")
 	flag.DurationVar(&c.visitTimeout, "visit-timeout", 0, "with -visit or -copy: a visit request ends after this, with a continuation token (0: a stream runs to its slice's end)")
 	flag.BoolVar(&show, "show", false, "the feeders write their output to stderr (without it, the end of a feeder's stderr is printed when it exits other than 0)")
+	flag.BoolVar(&c.queryMode, "query", false, "containers that answer Vespa queries (see query.go): the feeder gets $ARENA_URLS and $ARENA_QUERIES")
+	flag.IntVar(&c.query.containers, "containers", 3, "with -query: the containers")
+	flag.StringVar(&c.query.tail, "tail", "", "with -query: SHARE+EXTRA: that share of the queries of the first -tail-on containers is held EXTRA longer")
+	flag.IntVar(&c.query.tailOn, "tail-on", 1, "with -query: how many containers have the -tail")
+	flag.StringVar(&c.query.pause, "pause", "", "with -query: EVERY+DUR: every answer is held while a pause of DUR every EVERY is on")
+	flag.Float64Var(&c.query.bad, "bad", 0, "with -query: the share of bad queries in the file (illegal, soft doomed, degraded in turn)")
 	serve := flag.Bool("serve", false, "run no feeder: start the server, print its URLs and the feed file's path, and serve until SIGINT or SIGTERM, to try a command by hand")
 	flag.Parse()
 	if err := c.check(); err != nil {
@@ -174,6 +182,10 @@ func (c config) withDefaults() config {
 
 // run sets up the store and nginx, runs the feeders and returns the line.
 func run(c config, feeder []string) (line string, exit int, err error) {
+	if c.queryMode {
+		c.limit = cmp.Or(c.limit, 5*time.Minute)
+		return runQuery(c, feeder)
+	}
 	c = c.withDefaults()
 	if err := c.check(); err != nil {
 		return "", 0, err
