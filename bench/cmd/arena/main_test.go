@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -162,5 +163,51 @@ func TestArenaLimitKillsTheFeedersChildren(t *testing.T) {
 	// either way it no longer runs.
 	if stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil && !regexp.MustCompile(`\) [ZX] `).Match(stat) {
 		t.Errorf("the feeder's child %d still runs: %s", pid, stat)
+	}
+}
+
+// TestArenaQuery runs retries bench for a second against the arena's
+// query mode (three containers, one holding a tenth of its queries 50 ms
+// longer, a tenth of the queries bad): the line counts what the
+// containers served, and agrees with the report: every query answered, the
+// bad ones once each (a 400 and a soft doomed 500 are never asked again),
+// no timeout above the deadline.
+func TestArenaQuery(t *testing.T) {
+	bin := buildRetries(t)
+	out := filepath.Join(t.TempDir(), "report.json")
+	c := config{queryMode: true, docs: 300, limit: time.Minute, label: "query", query: queryConfig{containers: 3, tail: "0.1+50ms", tailOn: 1, bad: 0.1}}
+	line, exit, err := run(c, []string{"sh", "-c", bin + ` bench $ARENA_URLS -q -rate 200 -duration 1s -deadline 500ms -json ` + out + ` $ARENA_QUERIES`})
+	if err != nil || exit != 0 {
+		t.Fatalf("run: %v, exit %d, %s", err, exit, line)
+	}
+	t.Log(line)
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Queries, OK, Degraded, Failed, Requests float64
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	statuses := regexp.MustCompile(`statuses=\(200:(\d+) 400:(\d+) 500:(\d+)\)`).FindStringSubmatch(line)
+	if statuses == nil || statuses[2] != "7" || statuses[3] != "7" {
+		t.Errorf("the containers' statuses in %s: want the 7 illegal and 7 soft doomed queries answered once each", line)
+	}
+	if r.Queries != 200 || r.OK+r.Degraded+r.Failed != 200 || r.Failed != 14 || r.Degraded != 6 {
+		t.Errorf("the report %+v: want 200 queries, 14 failed (the bad ones), 6 degraded", r)
+	}
+	// A hedge canceled before it reached a container is the report's and
+	// not the containers'.
+	if requests := field(t, line, "requests"); requests > r.Requests || requests < r.Queries {
+		t.Errorf("the containers served %v requests, the report says %v for %v queries", requests, r.Requests, r.Queries)
+	}
+	m := regexp.MustCompile(`max-timeout=([0-9.]+)ms`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no max-timeout= in %s", line)
+	}
+	if ms, err := strconv.ParseFloat(m[1], 64); err != nil || ms > 495 {
+		t.Errorf("the largest timeout sent, in %s: want at most the 500 ms deadline less the margin", line)
 	}
 }

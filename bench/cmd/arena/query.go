@@ -282,7 +282,7 @@ func queryFeederCommand(feeder []string, env map[string]string) *exec.Cmd {
 	if show {
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	} else {
-		cmd.Stdout, cmd.Stderr = os.Stderr, &tail{max: 40}
+		cmd.Stderr = &tail{max: 40}
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd
