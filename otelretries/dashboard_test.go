@@ -18,6 +18,7 @@ import (
 	"github.com/seed32e55400/retries"
 	"github.com/seed32e55400/retries/feed"
 	"github.com/seed32e55400/retries/otelretries"
+	"github.com/seed32e55400/retries/query"
 	"github.com/seed32e55400/retries/visit"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -52,12 +53,17 @@ func exported(t *testing.T) map[string][]string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	q, err := query.New(query.Config{URLs: []string{"http://127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, reg := range []func() error{
 		func() error { _, err := otelretries.RegisterLimiter("docs", l, mp); return err },
 		func() error { _, err := otelretries.RegisterBreaker("docs", b, mp); return err },
 		func() error { _, err := otelretries.RegisterBudget("docs", budget, mp); return err },
 		func() error { _, err := otelretries.RegisterFeed("docs", c, mp); return err },
 		func() error { _, err := otelretries.RegisterVisit("docs", v, mp); return err },
+		func() error { _, err := otelretries.RegisterQuery("docs", q, mp); return err },
 		func() error {
 			stats := func() otelretries.KafkaStats { return otelretries.KafkaStats{Fed: 1, Lag: map[int32]int64{0: 3}} }
 			_, err := otelretries.RegisterKafka("docs", stats, mp)

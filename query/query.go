@@ -81,6 +81,10 @@ type Config struct {
 	// Budget bounds the retries and the hedges together; nil:
 	// retries.NewBudget(0.05, 1), 5 % of the queries and one a second.
 	Budget *retries.Budget
+	// Calls, if not nil, observes the calls of the client's policy
+	// ([DefaultPolicy], named Query): a query's duration, its retries
+	// and their waits, as for any policy.
+	Calls *retries.Observer
 	// NoHedge turns hedging off. HedgeQuantile is the quantile of recent
 	// round trips after which a query still unanswered is sent to another
 	// endpoint too; 0: 0.97 (see the package documentation).
@@ -122,15 +126,53 @@ type Stats struct {
 	Hedges    int64 // hedges sent
 	HedgesWon int64 // of them, those whose answer was taken
 	Refused   int64 // hedges the budget refused
+	// Results are the queries answered with a result (a 200), of which
+	// Incomplete carried errors or a partial coverage, and Degraded counts
+	// those by the reasons their coverage gives ("timeout", …); Failed are
+	// the queries that ended otherwise.
+	Results, Incomplete, Failed int64
+	Degraded                    map[string]int64
 }
 
-type counts struct{ queries, requests, hedges, hedgesWon, refused atomic.Int64 }
+type counts struct {
+	queries, requests, hedges, hedgesWon, refused atomic.Int64
+	results, incomplete, failed                   atomic.Int64
+	degraded                                      [4]atomic.Int64 // by Degraded.Reasons' order
+}
+
+// reasons are Degraded's reasons, in the order of counts.degraded.
+var reasons = [4]string{"match-phase", "timeout", "adaptive-timeout", "non-ideal-state"}
 
 // Stats returns the Client's counts since New.
 func (c *Client) Stats() Stats {
 	k := &c.stats
-	return Stats{Queries: k.queries.Load(), Requests: k.requests.Load(), Hedges: k.hedges.Load(),
-		HedgesWon: k.hedgesWon.Load(), Refused: k.refused.Load()}
+	s := Stats{Queries: k.queries.Load(), Requests: k.requests.Load(), Hedges: k.hedges.Load(),
+		HedgesWon: k.hedgesWon.Load(), Refused: k.refused.Load(), Results: k.results.Load(),
+		Incomplete: k.incomplete.Load(), Failed: k.failed.Load(), Degraded: map[string]int64{}}
+	for i, r := range reasons {
+		s.Degraded[r] = k.degraded[i].Load()
+	}
+	return s
+}
+
+// count counts how a query ended.
+func (k *counts) count(res *Result, err error) {
+	if err != nil {
+		k.failed.Add(1)
+		return
+	}
+	k.results.Add(1)
+	if res.Complete() {
+		return
+	}
+	k.incomplete.Add(1)
+	if d := res.Coverage.Degraded; d != nil {
+		for i, set := range [4]bool{d.MatchPhase, d.Timeout, d.AdaptiveTimeout, d.NonIdealState} {
+			if set {
+				k.degraded[i].Add(1)
+			}
+		}
+	}
 }
 
 // hedgePause is how long a 503 or a 429 stops hedging: never hedge into
@@ -185,7 +227,7 @@ func New(cfg Config) (*Client, error) {
 	if c.lat.q <= 0 || c.lat.q >= 1 {
 		c.lat.q = 0.97
 	}
-	c.policy = DefaultPolicy.Copy(retries.WithBudget(c.cfg.Budget))
+	c.policy = DefaultPolicy.Copy(retries.WithBudget(c.cfg.Budget), retries.WithObserver(cfg.Calls))
 	return c, nil
 }
 
@@ -243,6 +285,7 @@ func (c *Client) Search(ctx context.Context, q Query) (*Result, error) {
 		lastErr = err
 		return r, err
 	})
+	c.stats.count(res, err)
 	var se *StatusError
 	switch {
 	case res != nil:

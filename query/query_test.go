@@ -268,3 +268,23 @@ func TestRetriesWithinTheDeadline(t *testing.T) {
 		}
 	})
 }
+
+// TestStats: a client counts its queries by how they ended: results,
+// incomplete ones (errors or partial coverage), partial coverage by
+// reason, and failures.
+func TestStats(t *testing.T) {
+	t.Parallel()
+	_, u := newVespa(t)
+	c, err := New(Config{URLs: []string{u}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"ok", "errors", "degraded", "illegal", "ok"} {
+		_, _ = c.Search(t.Context(), Query{Params: url.Values{"case": {kind}}})
+	}
+	s := c.Stats()
+	if s.Queries != 5 || s.Requests != 5 || s.Results != 4 || s.Incomplete != 2 || s.Failed != 1 ||
+		s.Degraded["timeout"] != 1 || s.Degraded["match-phase"] != 0 || len(s.Degraded) != 4 {
+		t.Errorf("Stats() = %+v; want 5 queries, 4 results (2 incomplete, 1 with a timeout), 1 failed", s)
+	}
+}

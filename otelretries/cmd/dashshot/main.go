@@ -176,7 +176,7 @@ func run(from, to, dashboard, out, note string, every time.Duration) error {
 	}
 	if note == "" {
 		s := fc.Stats()
-		note = fmt.Sprintf("a copy: %d documents acknowledged, %d failed, %d requests, %d of them 429, %d paused by outages; the Kafka row is empty (no member ran)",
+		note = fmt.Sprintf("a copy: %d documents acknowledged, %d failed, %d requests, %d of them 429, %d paused by outages; the Kafka and Queries rows are empty (no member or query client ran)",
 			s.Acknowledged, s.Failed, s.Requests, s.Throttled, s.Pauses)
 	}
 	writeSVG(f, "retries: the dashboard over a real run (otelretries/dashboard/retries.json, drawn by otelretries/cmd/dashshot)", note, panels, times[len(times)-1], every.Seconds())
