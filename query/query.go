@@ -113,9 +113,9 @@ type Client struct {
 	http      *http.Client
 	policy    retries.Policy
 	rtt       rtts
-	lat       latencies      // of the answers with a result: the hedge's delay
-	noHedging atomic.Int64   // hedging is paused until then, as UnixNano: a 503 or 429 was seen
-	busy      []atomic.Int64 // per endpoint: avoided until then, as UnixNano, after its 503 or 429
+	lat       latencies        // of the answers with a result: the hedge's delay
+	noHedging atomic.Int64     // hedging is paused until then, as UnixNano: a 503 or 429 was seen
+	health    []endpointHealth // per endpoint: avoided after a 503, a 429 or a connection error, or when much slower
 	stats     counts
 }
 
@@ -126,6 +126,7 @@ type Stats struct {
 	Hedges    int64 // hedges sent
 	HedgesWon int64 // of them, those whose answer was taken
 	Refused   int64 // hedges the budget refused
+	Ejected   int64 // times an endpoint much slower than the others was avoided
 	// Results are the queries answered with a result (a 200), of which
 	// Incomplete carried errors or a partial coverage, and Degraded counts
 	// those by the reasons their coverage gives ("timeout", …); Failed are
@@ -136,6 +137,7 @@ type Stats struct {
 
 type counts struct {
 	queries, requests, hedges, hedgesWon, refused atomic.Int64
+	ejected                                       atomic.Int64
 	results, incomplete, failed                   atomic.Int64
 	degraded                                      [4]atomic.Int64 // by Degraded.Reasons' order
 }
@@ -147,7 +149,7 @@ var reasons = [4]string{"match-phase", "timeout", "adaptive-timeout", "non-ideal
 func (c *Client) Stats() Stats {
 	k := &c.stats
 	s := Stats{Queries: k.queries.Load(), Requests: k.requests.Load(), Hedges: k.hedges.Load(),
-		HedgesWon: k.hedgesWon.Load(), Refused: k.refused.Load(), Results: k.results.Load(),
+		HedgesWon: k.hedgesWon.Load(), Refused: k.refused.Load(), Ejected: k.ejected.Load(), Results: k.results.Load(),
 		Incomplete: k.incomplete.Load(), Failed: k.failed.Load(), Degraded: map[string]int64{}}
 	for i, r := range reasons {
 		s.Degraded[r] = k.degraded[i].Load()
@@ -208,7 +210,7 @@ func New(cfg Config) (*Client, error) {
 		}
 		c.endpoints = append(c.endpoints, strings.TrimRight(s, "/"))
 	}
-	c.busy = make([]atomic.Int64, len(c.endpoints))
+	c.health = make([]endpointHealth, len(c.endpoints))
 	if c.cfg.MinMargin <= 0 {
 		c.cfg.MinMargin = 5 * time.Millisecond
 	}
@@ -251,15 +253,16 @@ func (c *Client) Search(ctx context.Context, q Query) (*Result, error) {
 	}
 	c.stats.queries.Add(1)
 	next := first
-	// pick returns the next endpoint not busy (one that answered 503 or 429
-	// in the last second is avoided), and counts the request. A first
-	// request goes in turn when every endpoint is busy; a retry or a hedge
-	// does not go then: asking again would only add to the overload.
+	// pick returns the next endpoint not avoided (one that answered 503 or
+	// 429, or failed to connect, in the last second, or much slower than
+	// the others), and counts the request. A first request goes in turn
+	// when every endpoint is avoided; a retry or a hedge does not go then:
+	// asking again would only add to the overload.
 	pick := func(firstRequest bool) (int, bool) {
 		n, now := len(c.endpoints), time.Now().UnixNano()
 		i := -1
 		for k := range n {
-			if j := (next + k) % n; c.busy[j].Load() <= now {
+			if j := (next + k) % n; !c.avoided(j, now) {
 				i = j
 				break
 			}
@@ -318,7 +321,7 @@ func (c *Client) attempt(ctx context.Context, q Query, pick func(bool) (int, boo
 			return false
 		}
 		go func() {
-			r, err := c.send(ctx, c.endpoints[i], q, deadline, hasDeadline)
+			r, err := c.send(ctx, i, q, deadline, hasDeadline)
 			answers <- answer{r, err, i, hedge}
 		}()
 		return true
@@ -362,10 +365,11 @@ func (c *Client) attempt(ctx context.Context, q Query, pick func(bool) (int, boo
 			if errors.As(a.err, &se) {
 				se.Endpoint = c.endpoints[a.i]
 				if se.Status == http.StatusServiceUnavailable || se.Status == http.StatusTooManyRequests {
-					until := time.Now().Add(hedgePause).UnixNano()
-					c.noHedging.Store(until)
-					c.busy[a.i].Store(until)
+					c.noHedging.Store(time.Now().Add(hedgePause).UnixNano())
+					c.avoidFor(a.i, hedgePause)
 				}
+			} else if retries.IsConnectionError(a.err) {
+				c.avoidFor(a.i, hedgePause)
 			}
 			if last.err == nil || !errors.Is(a.err, context.Canceled) {
 				last = a
@@ -396,8 +400,7 @@ func (c *Client) mayHedge(deadline time.Time, hasDeadline bool) bool {
 	return err == nil
 }
 
-// errAllBusy is an attempt that could not go: every endpoint answered 503
-// or 429 in the last second.
+// errAllBusy is an attempt that could not go: every endpoint is avoided.
 var errAllBusy = errors.New("query: every endpoint is busy")
 
 // retryable reports whether asking again may change the answer err: the
@@ -411,7 +414,8 @@ func retryable(err error) bool {
 }
 
 // send makes one request of q to endpoint.
-func (c *Client) send(ctx context.Context, endpoint string, q Query, deadline time.Time, hasDeadline bool) (*Result, error) {
+func (c *Client) send(ctx context.Context, i int, q Query, deadline time.Time, hasDeadline bool) (*Result, error) {
+	endpoint := c.endpoints[i]
 	start := time.Now()
 	t, err := timeout(deadline, hasDeadline, start, c.margin(deadline, start))
 	if err != nil {
@@ -453,6 +457,7 @@ func (c *Client) send(ctx context.Context, endpoint string, q Query, deadline ti
 	if d := r.Coverage.Degraded; d == nil || !d.Timeout && !d.AdaptiveTimeout {
 		c.rtt.add(took) // one cut by a timeout says nothing of the round trip
 		c.lat.add(took)
+		c.roundTrip(i, took)
 	}
 	return &r, nil
 }
