@@ -12,11 +12,15 @@ import (
 type endpointHealth struct {
 	avoid atomic.Int64  // until then, as UnixNano
 	ewma  atomic.Uint64 // the round trips' moving average in seconds, as float64 bits; 0 for none yet
+	n     atomic.Int64  // round trips in the average
 }
 
 const (
-	// ewmaWeight is the weight of the newest round trip in the average.
-	ewmaWeight = 0.1
+	// ewmaWeight is the weight of the newest round trip in the average:
+	// small, so that a tail (a few queries held long) moves it little, and
+	// only a container slow on the whole is avoided, after minRoundTrips.
+	ewmaWeight    = 0.02
+	minRoundTrips = 10
 	// An endpoint whose average round trip is slowFactor times the
 	// endpoints' median, and slowMargin more, is avoided for ejectFor,
 	// then tried again from scratch: a slow container, a bad load
@@ -50,7 +54,7 @@ func (c *Client) roundTrip(i int, d time.Duration) {
 			break
 		}
 	}
-	if len(c.health) < 2 {
+	if h.n.Add(1) < minRoundTrips || len(c.health) < 2 {
 		return
 	}
 	var avgs []float64
@@ -72,6 +76,7 @@ func (c *Client) roundTrip(i int, d time.Duration) {
 	if mine > slowFactor*median && mine-median > slowMargin.Seconds() {
 		c.avoidFor(i, ejectFor)
 		h.ewma.Store(0)
+		h.n.Store(0)
 		c.stats.ejected.Add(1)
 	}
 }

@@ -53,13 +53,13 @@ func TestSlowEndpointEjected(t *testing.T) {
 			defer mu.Unlock()
 			return map[string]int{"a": served["a"], "b": served["b"], "c": served["c"]}
 		}
-		search(6) // each answers twice: c's average is 10 times the others'
-		if got := search(30); got["c"] != 0 || got["a"]+got["b"] != 30 {
-			t.Errorf("after c was seen slow: served %v, want c avoided", got)
+		search(30) // each answers 10 times: c's average is 10 times the others'
+		if got := search(30); got["c"] != 0 || got["a"] != 15 || got["b"] != 15 {
+			t.Errorf("after c was seen slow: served %v, want c avoided, its queries shared", got)
 		}
 		time.Sleep(ejectFor)
-		if got := search(30); got["c"] != 1 {
-			t.Errorf("5 s later, c still slow: served %v, want c tried once and avoided again", got)
+		if got := search(60); got["c"] != minRoundTrips {
+			t.Errorf("5 s later, c still slow: served %v, want c tried %d times and avoided again", got, minRoundTrips)
 		}
 		if s := c.Stats(); s.Ejected != 2 {
 			t.Errorf("Stats().Ejected = %d, want 2", s.Ejected)

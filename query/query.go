@@ -261,10 +261,25 @@ func (c *Client) Search(ctx context.Context, q Query) (*Result, error) {
 	pick := func(firstRequest bool) (int, bool) {
 		n, now := len(c.endpoints), time.Now().UnixNano()
 		i := -1
-		for k := range n {
-			if j := (next + k) % n; !c.avoided(j, now) {
-				i = j
-				break
+		switch {
+		case firstRequest && c.avoided(next%n, now):
+			// Its turn's endpoint is avoided: one of the others, in
+			// turn too, so that they share its queries evenly.
+			var others []int
+			for j := range n {
+				if !c.avoided(j, now) {
+					others = append(others, j)
+				}
+			}
+			if len(others) > 0 {
+				i = others[first%len(others)]
+			}
+		default:
+			for k := range n {
+				if j := (next + k) % n; !c.avoided(j, now) {
+					i = j
+					break
+				}
 			}
 		}
 		if i < 0 {
