@@ -391,6 +391,9 @@ func (r *benchReport) text() string {
 		}
 	}
 	w("actual query rate", "%10.1f Q/s  (sent)", r.Achieved)
+	if r.Achieved < 0.99*r.Offered {
+		fmt.Fprintf(&b, "could not keep the offered rate: %.1f of %.1f queries/s sent (the machine, or the queries file's reading, fell behind)\n", r.Achieved, r.Offered)
+	}
 	if r.Queries > 0 {
 		w("cpu per query", "%10.1f µs", float64(r.cpu.Microseconds())/float64(r.Queries))
 	}
