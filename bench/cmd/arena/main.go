@@ -371,11 +371,12 @@ func serveUntilSignal(env map[string]string, started *atomic.Int64) error {
 // feederCommand is the feeder's command, its arguments expanded with env,
 // which it also gets in its environment.
 func feederCommand(feeder []string, env map[string]string) *exec.Cmd {
+	// The longer names first, so that $ARENA_URL_TO is not read as
+	// $ARENA_URL followed by _TO.
+	keys := slices.SortedFunc(maps.Keys(env), func(a, b string) int { return len(b) - len(a) })
 	var pairs []string
-	for _, k := range []string{"ARENA_URL_TO", "ARENA_URL_H2", "ARENA_FEEDERS", "ARENA_FEEDER", "ARENA_DOCS", "ARENA_URL", "ARENA_OUT"} {
-		if v, ok := env[k]; ok {
-			pairs = append(pairs, "${"+k+"}", v, "$"+k, v)
-		}
+	for _, k := range keys {
+		pairs = append(pairs, "${"+k+"}", env[k], "$"+k, env[k])
 	}
 	expand := strings.NewReplacer(pairs...)
 	args := make([]string, len(feeder))

@@ -227,7 +227,7 @@ func runQuery(c config, feeder []string) (string, int, error) {
 		var started atomic.Int64
 		return "", 0, serveUntilSignal(env, &started)
 	}
-	cmd := queryFeederCommand(feeder, env)
+	cmd := feederCommand(feeder, env)
 	if err := cmd.Start(); err != nil {
 		return "", 0, err
 	}
@@ -250,42 +250,6 @@ func runQuery(c config, feeder []string) (string, int, error) {
 		cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	return queryLine(c, exit, time.Since(start), containers, cpu), exit, nil
-}
-
-// queryFeederCommand is feederCommand with the query mode's variables.
-func queryFeederCommand(feeder []string, env map[string]string) *exec.Cmd {
-	var pairs []string
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range env {
-			if !yield(k) {
-				return
-			}
-		}
-	})
-	slices.Reverse(keys) // ARENA_URL_1 before ARENA_URL_, ARENA_URLS before ARENA_URL
-	for _, k := range keys {
-		pairs = append(pairs, "${"+k+"}", env[k])
-	}
-	for _, k := range keys {
-		pairs = append(pairs, "$"+k, env[k])
-	}
-	expand := strings.NewReplacer(pairs...)
-	args := make([]string, len(feeder))
-	for i, a := range feeder {
-		args[i] = expand.Replace(a)
-	}
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = os.Environ()
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	if show {
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	} else {
-		cmd.Stderr = &tail{max: 40}
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	return cmd
 }
 
 // writeQueries writes n queries, a share bad of them bad in turn
