@@ -241,7 +241,6 @@ func (c *Client) Search(ctx context.Context, q Query) (*Result, error) {
 	first := int(c.next.Add(1) - 1)
 	deadline, hasDeadline := ctx.Deadline()
 	requests := 0
-	endpoint := ""
 	p := c.policy
 	if hasDeadline {
 		p = p.Copy(retries.WithStop(retries.StopAny(p.Stop(), retries.StopIf(func(s retries.State) bool {
@@ -289,7 +288,6 @@ func (c *Client) Search(ctx context.Context, q Query) (*Result, error) {
 			i = next % n
 		}
 		next = i + 1
-		endpoint = c.endpoints[i]
 		requests++
 		c.stats.requests.Add(1)
 		return i, true
@@ -308,8 +306,8 @@ func (c *Client) Search(ctx context.Context, q Query) (*Result, error) {
 	switch {
 	case res != nil:
 		res.Requests = requests
-	case errors.As(err, &se):
-		se.Endpoint, se.Requests = endpoint, requests
+	case errors.As(err, &se): // its Endpoint is the one that answered
+		se.Requests = requests
 	}
 	return res, err
 }
