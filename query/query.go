@@ -384,6 +384,9 @@ func (c *Client) attempt(ctx context.Context, q Query, pick func(bool) (int, boo
 			} else if retries.IsConnectionError(a.err) {
 				c.avoidFor(a.i, hedgePause)
 			}
+			if a.hedge && errors.Is(a.err, ErrNoTimeLeft) {
+				continue // the hedge found no time left to go: the first request stands
+			}
 			if last.err == nil || !errors.Is(a.err, context.Canceled) {
 				last = a
 			}
