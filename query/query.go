@@ -72,6 +72,10 @@ type Config struct {
 	URLs   []string
 	Header http.Header // sent with every request
 	TLS    *tls.Config // for https URLs; nil: Go's defaults
+	// HTTP2 speaks HTTP/2: by prior knowledge on http URLs, by ALPN on
+	// https. A connection then carries every request to its endpoint, and
+	// a hedge goes to another endpoint, on a connection of its own.
+	HTTP2 bool
 	// Transport, if not nil, sends the requests instead of a clone of
 	// http.DefaultTransport (TLS is then ignored).
 	Transport http.RoundTripper
@@ -222,6 +226,12 @@ func New(cfg Config) (*Client, error) {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.TLSClientConfig = cfg.TLS
 		t.MaxIdleConnsPerHost = 256
+		if cfg.HTTP2 {
+			var pr http.Protocols
+			pr.SetHTTP2(true)
+			pr.SetUnencryptedHTTP2(true)
+			t.Protocols = &pr
+		}
 		rt = t
 	}
 	c.http = &http.Client{Transport: rt}

@@ -288,3 +288,35 @@ func TestStats(t *testing.T) {
 		t.Errorf("Stats() = %+v; want 5 queries, 4 results (2 incomplete, 1 with a timeout), 1 failed", s)
 	}
 }
+
+// TestHTTP2: with Config.HTTP2 the queries go over HTTP/2 by prior
+// knowledge to an http URL, all on one connection.
+func TestHTTP2(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	protos, conns := map[int]int{}, map[string]bool{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		protos[r.ProtoMajor]++
+		conns[r.RemoteAddr] = true
+		mu.Unlock()
+		fmt.Fprint(w, okBody)
+	}))
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	srv.Config.Protocols = &p
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c, err := New(Config{URLs: []string{srv.URL}, HTTP2: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if _, err := c.Search(t.Context(), Query{Params: url.Values{"yql": {"x"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if protos[2] != 10 || len(conns) != 1 {
+		t.Errorf("protocols %v over %d connections, want 10 queries over HTTP/2 on one", protos, len(conns))
+	}
+}

@@ -31,7 +31,7 @@ type benchFlags struct {
 	hedge         string
 	jsonOut       string
 	slo           time.Duration
-	quiet         bool
+	quiet, http2  bool
 	header        headerFlag
 	cert, key, ca string
 }
@@ -45,6 +45,7 @@ func addBenchFlags(fs *flag.FlagSet, f *benchFlags) {
 	fs.StringVar(&f.jsonOut, "json", "", "write the report to `FILE` as JSON too")
 	fs.DurationVar(&f.slo, "slo", 100*time.Millisecond, "with -rate A:B:STEP: the p99 a step's rate must keep to count for the knee")
 	fs.BoolVar(&f.quiet, "q", false, "no line per second")
+	fs.BoolVar(&f.http2, "http2", false, "HTTP/2: by prior knowledge on http URLs, by ALPN on https (vespa-fbench speaks HTTP/1.1 only)")
 	fs.Var(&f.header, "header", "send the header `'Name: value'` with every request (repeatable); never printed")
 	fs.StringVar(&f.cert, "cert", "", "the client certificate, a PEM `FILE`, for mutual TLS on https URLs")
 	fs.StringVar(&f.key, "key", "", "the client certificate's private key, a PEM `FILE`")
@@ -158,7 +159,7 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return setupErrorf("bench: %v", err)
 	}
-	c, err := query.New(query.Config{URLs: f.urls, Header: f.header.h, TLS: tlsCfg, NoHedge: f.hedge == "off"})
+	c, err := query.New(query.Config{URLs: f.urls, Header: f.header.h, TLS: tlsCfg, HTTP2: f.http2, NoHedge: f.hedge == "off"})
 	if err != nil {
 		return usageErrorf("bench: %v", err)
 	}
