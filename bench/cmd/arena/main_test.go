@@ -176,7 +176,9 @@ func TestArenaQuery(t *testing.T) {
 	bin := buildRetries(t)
 	out := filepath.Join(t.TempDir(), "report.json")
 	c := config{queryMode: true, docs: 300, limit: time.Minute, label: "query", query: queryConfig{containers: 3, tail: "0.1+50ms", tailOn: 1, bad: 0.1}}
-	line, exit, err := run(c, []string{"sh", "-c", bin + ` bench $ARENA_URLS -q -rate 200 -duration 1s -deadline 500ms -json ` + out + ` $ARENA_QUERIES`})
+	// Without hedges, whose number depends on the machine's timing: a bad
+	// query hedged before its answer would be served twice.
+	line, exit, err := run(c, []string{"sh", "-c", bin + ` bench $ARENA_URLS -q -hedge off -rate 200 -duration 1s -deadline 500ms -json ` + out + ` $ARENA_QUERIES`})
 	if err != nil || exit != 0 {
 		t.Fatalf("run: %v, exit %d, %s", err, exit, line)
 	}
@@ -198,9 +200,7 @@ func TestArenaQuery(t *testing.T) {
 	if r.Queries != 200 || r.OK+r.Degraded+r.Failed != 200 || r.Failed != 14 || r.Degraded != 6 {
 		t.Errorf("the report %+v: want 200 queries, 14 failed (the bad ones), 6 degraded", r)
 	}
-	// A hedge canceled before it reached a container is the report's and
-	// not the containers'.
-	if requests := field(t, line, "requests"); requests > r.Requests || requests < r.Queries {
+	if requests := field(t, line, "requests"); requests != r.Requests || requests != r.Queries {
 		t.Errorf("the containers served %v requests, the report says %v for %v queries", requests, r.Requests, r.Queries)
 	}
 	m := regexp.MustCompile(`max-timeout=([0-9.]+)ms`).FindStringSubmatch(line)
