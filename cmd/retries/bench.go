@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/url"
 	"os"
@@ -400,25 +401,15 @@ func (r *benchReport) text() string {
 	}
 	w("zero hit queries", "%10d", r.ZeroHits)
 	b.WriteString("http request status breakdown:\n")
-	for _, k := range slices.Sorted(mapsKeys(r.Status)) {
+	for _, k := range slices.Sorted(maps.Keys(r.Status)) {
 		fmt.Fprintf(&b, "  %16s : %8d\n", k, r.Status[k])
 	}
 	b.WriteString("endpoints:\n")
-	for _, k := range slices.Sorted(mapsKeys(r.endpoints)) {
+	for _, k := range slices.Sorted(maps.Keys(r.endpoints)) {
 		e := r.endpoints[k]
 		fmt.Fprintf(&b, "  %s: %d answers, %d ok, p99 %.2f ms from the send\n", k, e.answers, e.ok, ms(quantile(e.latency, 0.99)))
 	}
 	return b.String()
-}
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // json is the report as -json writes it.
@@ -429,7 +420,7 @@ func (r *benchReport) json() map[string]any {
 			"p99": ms(quantile(ds, 0.99)), "p999": ms(quantile(ds, 0.999)), "max": ms(quantile(ds, 1))}
 	}
 	var eps []map[string]any
-	for _, k := range slices.Sorted(mapsKeys(r.endpoints)) {
+	for _, k := range slices.Sorted(maps.Keys(r.endpoints)) {
 		e := r.endpoints[k]
 		eps = append(eps, map[string]any{"url": k, "answers": e.answers, "ok": e.ok, "p99_ms": ms(quantile(e.latency, 0.99))})
 	}
