@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -290,13 +291,7 @@ func queryLine(c config, exit int, elapsed time.Duration, cs []*queryContainer, 
 		each = append(each, fmt.Sprintf("c%d:%d", i, n))
 	}
 	var st []string
-	for _, k := range slices.Sorted(func(yield func(int) bool) {
-		for k := range statuses {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(statuses)) {
 		st = append(st, fmt.Sprintf("%d:%d", k, statuses[k]))
 	}
 	return fmt.Sprintf("%-22s exit=%d containers=%d requests=%d (%s) statuses=(%s) held=%d paused=%d refused=%d max-timeout=%v elapsed=%.2fs cpu=%.2fs",
