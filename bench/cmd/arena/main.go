@@ -295,34 +295,13 @@ func run(c config, feeder []string) (line string, exit int, err error) {
 	var waitErr error
 	var mu sync.Mutex
 	for k, cmd := range cmds {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			timer := time.AfterFunc(c.limit, func() {
-				fmt.Fprintf(os.Stderr, "arena: feeder %d still running after -limit %v: killed with its children\n", k, c.limit)
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			})
-			werr := cmd.Wait()
-			timer.Stop()
-			r := &runs[k]
-			r.elapsed = time.Since(start)
-			var ee *exec.ExitError
-			switch {
-			case errors.As(werr, &ee):
-				r.exit = ee.ExitCode()
-			case werr != nil:
+		wg.Go(func() {
+			if err := waitFeeder(k, cmd, c.limit, start, &runs[k]); err != nil {
 				mu.Lock()
-				waitErr = werr
+				waitErr = err
 				mu.Unlock()
 			}
-			if tl, ok := cmd.Stderr.(*tail); ok && r.exit != 0 {
-				fmt.Fprintf(os.Stderr, "arena: feeder %d exited %d; the end of its stderr:\n%s\n", k, r.exit, tl)
-			}
-			if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-				r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-				r.rssKB = ru.Maxrss
-			}
-		}()
+		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
@@ -349,6 +328,34 @@ func run(c config, feeder []string) (line string, exit int, err error) {
 		line = m.feedLine()
 	}
 	return line, m.exit(), err
+}
+
+// waitFeeder waits for feeder k, started at start, killing it with its
+// children at limit, and records in r its exit status, time, CPU and
+// memory; the end of its stderr is printed when it exits other than 0.
+func waitFeeder(k int, cmd *exec.Cmd, limit time.Duration, start time.Time, r *feederRun) error {
+	timer := time.AfterFunc(limit, func() {
+		fmt.Fprintf(os.Stderr, "arena: feeder %d still running after -limit %v: killed with its children\n", k, limit)
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	})
+	werr := cmd.Wait()
+	timer.Stop()
+	r.elapsed = time.Since(start)
+	var ee *exec.ExitError
+	switch {
+	case errors.As(werr, &ee):
+		r.exit = ee.ExitCode()
+	case werr != nil:
+		return werr
+	}
+	if tl, ok := cmd.Stderr.(*tail); ok && r.exit != 0 {
+		fmt.Fprintf(os.Stderr, "arena: feeder %d exited %d; the end of its stderr:\n%s\n", k, r.exit, tl)
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		r.rssKB = ru.Maxrss
+	}
+	return nil
 }
 
 // serveUntilSignal prints the ARENA_ variables of env, which a command

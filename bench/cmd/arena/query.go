@@ -8,14 +8,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -232,25 +230,11 @@ func runQuery(c config, feeder []string) (string, int, error) {
 	if err := cmd.Start(); err != nil {
 		return "", 0, err
 	}
-	timer := time.AfterFunc(c.limit, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-	werr := cmd.Wait()
-	timer.Stop()
-	exit := 0
-	var ee *exec.ExitError
-	switch {
-	case errors.As(werr, &ee):
-		exit = ee.ExitCode()
-	case werr != nil:
-		return "", 0, werr
+	var r feederRun
+	if err := waitFeeder(0, cmd, c.limit, start, &r); err != nil {
+		return "", 0, err
 	}
-	if tl, ok := cmd.Stderr.(*tail); ok && exit != 0 {
-		fmt.Fprintf(os.Stderr, "arena: the feeder exited %d; the end of its stderr:\n%s\n", exit, tl)
-	}
-	var cpu time.Duration
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	return queryLine(c, exit, time.Since(start), containers, cpu), exit, nil
+	return queryLine(c, r.exit, time.Since(start), containers, r.cpu), r.exit, nil
 }
 
 // writeQueries writes n queries, a share bad of them bad in turn
