@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -67,15 +68,10 @@ func (r *rtts) add(d time.Duration) {
 func (r *rtts) margin(least, left time.Duration) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m := least
-	if r.n > 0 {
-		fastest := r.ring[0]
-		for _, d := range r.ring[1:r.n] {
-			fastest = min(fastest, d)
-		}
-		m = max(least, min(fastest, left/4))
+	if r.n == 0 {
+		return least
 	}
-	return m
+	return max(least, min(slices.Min(r.ring[:r.n]), left/4))
 }
 
 // median returns the median round trip kept, or 0 for none.
@@ -85,12 +81,5 @@ func (r *rtts) median() time.Duration {
 	if r.n == 0 {
 		return 0
 	}
-	s := make([]time.Duration, r.n)
-	copy(s, r.ring[:r.n])
-	for i := 1; i < len(s); i++ { // insertion sort: 64 at most
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
-	return s[len(s)/2]
+	return slices.Sorted(slices.Values(r.ring[:r.n]))[r.n/2]
 }

@@ -394,7 +394,7 @@ func (c *Client) attempt(ctx context.Context, q Query, pick func(bool) (int, boo
 			var se *StatusError
 			if errors.As(a.err, &se) {
 				se.Endpoint = c.endpoints[a.i]
-				if se.Status == http.StatusServiceUnavailable || se.Status == http.StatusTooManyRequests {
+				if busy(se.Status) {
 					c.noHedging.Store(time.Now().Add(hedgePause).UnixNano())
 					c.avoidFor(a.i, hedgePause)
 				}
@@ -436,14 +436,14 @@ func (c *Client) mayHedge(deadline time.Time, hasDeadline bool) bool {
 // errAllBusy is an attempt that could not go: every endpoint is avoided.
 var errAllBusy = errors.New("query: every endpoint is busy")
 
-// retryable reports whether asking again may change the answer err: the
-// policy's predicate.
-func retryable(err error) bool {
-	if retries.IsConnectionError(err) {
-		return true
-	}
-	var se *StatusError
-	return errors.As(err, &se) && (se.Status == 429 || se.Status == 503 || se.Status == 504)
+// retryable reports whether asking again may change the answer err: what
+// the policy retries.
+func retryable(err error) bool { return DefaultPolicy.Retry().Match(nil, err) }
+
+// busy reports whether status says the container serves no more: a 503
+// (no search thread free) or a 429.
+func busy(status int) bool {
+	return status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests
 }
 
 // send makes one request of q to endpoint.
