@@ -349,11 +349,8 @@ func (cp *copier) line(p feed.Progress, vs visit.Stats, slices int, maxOutage ti
 	if p.Paused {
 		l += "; the destination is out: sending only probes"
 	}
-	if vs.Failing != "" {
-		l += fmt.Sprintf("; the source failing for %v: %s", vs.FailingFor.Round(100*time.Millisecond), vs.Failing)
-		if maxOutage > 0 {
-			l += fmt.Sprintf(", ending in %v unless a request succeeds (-max-outage)", roundLeft(maxOutage-vs.FailingFor))
-		}
+	if f := failing(vs, maxOutage); f != "" {
+		l += "; the source " + f
 	}
 	return l
 }

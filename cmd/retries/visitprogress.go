@@ -48,26 +48,30 @@ func (p *visitProgress) line(name string, elapsed time.Duration, rate float64, s
 	if s.Throttled > 0 {
 		l += fmt.Sprintf(", %d throttled (429)", s.Throttled)
 	}
-	if s.Failing != "" {
-		l += fmt.Sprintf("; failing for %v: %s", s.FailingFor.Round(100*time.Millisecond), s.Failing)
-		if p.maxOutage > 0 {
-			l += fmt.Sprintf("; ending in %v unless a request succeeds (-max-outage)", roundLeft(p.maxOutage-s.FailingFor))
-		}
+	if f := failing(s, p.maxOutage); f != "" {
+		l += "; " + f
 	}
 	return l
 }
 
-// roundLeft rounds the time left before -max-outage ends a command as a
-// progress line says it: to a tenth of a second in its last minute, to the
-// second before.
-func roundLeft(d time.Duration) time.Duration {
-	switch {
-	case d <= 0:
-		return 0
-	case d < time.Minute:
-		return d.Round(100 * time.Millisecond)
+// failing says, for a progress line, for how long a visit's requests have
+// failed, why, and how long the command waits more (to a tenth of a second
+// in its last minute), or "" while they succeed.
+func failing(s visit.Stats, maxOutage time.Duration) string {
+	if s.Failing == "" {
+		return ""
 	}
-	return d.Round(time.Second)
+	f := fmt.Sprintf("failing for %v: %s", s.FailingFor.Round(100*time.Millisecond), s.Failing)
+	if maxOutage > 0 {
+		left := max(maxOutage-s.FailingFor, 0)
+		if left < time.Minute {
+			left = left.Round(100 * time.Millisecond)
+		} else {
+			left = left.Round(time.Second)
+		}
+		f += fmt.Sprintf("; ending in %v unless a request succeeds (-max-outage)", left)
+	}
+	return f
 }
 
 // start writes p's line to w every interval (none for 0) until the
