@@ -148,9 +148,8 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// The first piece is saved at once, then one every visitSaveEvery at
 	// most.
 	start, lastSave := time.Now(), time.Time{}
-	docs := ck.Documents
 	prog := &visitProgress{slices: f.slices, maxOutage: f.maxOutage}
-	prog.docs.Store(docs)
+	prog.docs.Store(ck.Documents) // the documents written, those of the runs before a resume included
 	stopProgress := prog.start(stderr, "visit", f.progress, start, c.Stats)
 	// save makes what was written durable, then the checkpoint that covers
 	// it: the output's size and the progress of the pages in it.
@@ -168,7 +167,7 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		ck.OutputSize, ck.Documents, ck.Progress, ck.Complete = size, docs, p, p.Complete()
+		ck.OutputSize, ck.Documents, ck.Progress, ck.Complete = size, prog.docs.Load(), p, p.Complete()
 		data, err := json.Marshal(ck)
 		if err != nil {
 			return err
@@ -180,7 +179,6 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			id, _ := json.Marshal(d.ID)
 			fmt.Fprintf(w, `{"put":%s,"fields":%s}`+"\n", id, fieldsOrEmpty(d.Fields))
 		}
-		docs += int64(len(pg.Documents))
 		prog.note(pg)
 		now := time.Now()
 		if now.Sub(lastSave) >= visitSaveEvery {
@@ -193,7 +191,7 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	})
 	stopProgress()
 	var se *visit.StatusError
-	if errors.As(err, &se) && created && docs == 0 {
+	if errors.As(err, &se) && created && prog.docs.Load() == 0 {
 		// A refused visit (a cluster the server does not have) leaves
 		// nothing behind.
 		file.Close()
@@ -208,12 +206,12 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	switch {
 	case err == nil:
-		fmt.Fprintf(stderr, "retries visit: %d documents, every slice visited, in %.1fs\n", docs, time.Since(start).Seconds())
+		fmt.Fprintf(stderr, "retries visit: %d documents, every slice visited, in %.1fs\n", prog.docs.Load(), time.Since(start).Seconds())
 		return nil
 	case errors.As(err, &se):
 		return setupErrorf("%v", err) // "visit: 400 Bad Request: …"
 	case ctx.Err() != nil:
-		fmt.Fprintf(stderr, "retries visit: interrupted after %d documents\n", docs)
+		fmt.Fprintf(stderr, "retries visit: interrupted after %d documents\n", prog.docs.Load())
 		return silentExit(exitInterrupted)
 	case errors.Is(err, visit.ErrMaxOutage):
 		fmt.Fprintf(stderr, "retries visit: %s\n", strings.TrimPrefix(err.Error(), "visit: "))
