@@ -548,14 +548,8 @@ func withTimeout(body []byte, t time.Duration) ([]byte, error) {
 	if err := json.Unmarshal(body, &m); err != nil {
 		return nil, fmt.Errorf("query: the body is not a JSON object: %w", err)
 	}
-	if raw, ok := m["timeout"]; ok {
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			s = string(raw) // a number, of seconds
-		}
-		if own, ok := parseTimeout(s); ok && own <= t {
-			return body, nil
-		}
+	if own, ok := jsonTimeout(m["timeout"]); ok && own <= t {
+		return body, nil
 	}
 	m["timeout"], _ = json.Marshal(formatTimeout(t))
 	return json.Marshal(m)
@@ -567,16 +561,25 @@ func queryTimeout(q Query) time.Duration {
 		return t
 	}
 	var m struct{ Timeout json.RawMessage }
-	if q.Body != nil && json.Unmarshal(q.Body, &m) == nil && m.Timeout != nil {
-		var s string
-		if json.Unmarshal(m.Timeout, &s) != nil {
-			s = string(m.Timeout)
-		}
-		if t, ok := parseTimeout(s); ok {
+	if q.Body != nil && json.Unmarshal(q.Body, &m) == nil {
+		if t, ok := jsonTimeout(m.Timeout); ok {
 			return t
 		}
 	}
 	return defaultTimeout
+}
+
+// jsonTimeout reads a JSON query's timeout: a string as parseTimeout reads
+// it, or a number of seconds; false for none.
+func jsonTimeout(raw json.RawMessage) (time.Duration, bool) {
+	if raw == nil {
+		return 0, false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		s = string(raw) // a number, of seconds
+	}
+	return parseTimeout(s)
 }
 
 // parseTimeout reads a timeout as Vespa does: a number of seconds, or
