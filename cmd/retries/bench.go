@@ -265,9 +265,7 @@ func runRate(ctx context.Context, c *query.Client, qs []benchQuery, rate float64
 		}
 		if !quiet && time.Now().After(nextLine) {
 			nextLine = nextLine.Add(time.Second)
-			r.mu.Lock()
-			fmt.Fprintf(stderr, "bench %5.1fs: %d due, %d ok, %d degraded, %d failed\n", time.Since(start).Seconds(), i, r.OK, r.Degraded, r.Failed)
-			r.mu.Unlock()
+			fmt.Fprintln(stderr, r.line(time.Since(start), i))
 		}
 		q := qs[i%int64(len(qs))]
 		wg.Go(func() { r.one(ctx, c, q, due, deadline) })
@@ -286,6 +284,26 @@ func runRate(ctx context.Context, c *query.Client, qs []benchQuery, rate float64
 		r.Achieved = float64(r.Queries-1) / offered.Seconds()
 	}
 	return r
+}
+
+// line is the line a second of a run, elapsed after its start, due
+// queries due so far: how they ended, and, while some fail, the statuses
+// other than 200 so far, so that a wrong port or a refusing container is
+// said at once.
+func (r *benchReport) line(elapsed time.Duration, due int64) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := fmt.Sprintf("bench %5.1fs: %d due, %d ok, %d degraded, %d failed", elapsed.Seconds(), due, r.OK, r.Degraded, r.Failed)
+	var other []string
+	for _, k := range slices.Sorted(maps.Keys(r.Status)) {
+		if k != "200" {
+			other = append(other, fmt.Sprintf("%s: %d", k, r.Status[k]))
+		}
+	}
+	if len(other) > 0 {
+		l += " (" + strings.Join(other, ", ") + ")"
+	}
+	return l
 }
 
 // one sends q, due at due, with deadline from then, and counts it.

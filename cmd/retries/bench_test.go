@@ -175,3 +175,15 @@ func TestBenchBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchLine: the line a second says how the queries ended, and the
+// statuses other than 200 so far, so that a wrong port is said at once
+// (it said only "failed").
+func TestBenchLine(t *testing.T) {
+	t.Parallel()
+	r := &benchReport{OK: 3, Failed: 5, Status: map[string]int64{"200": 3, "connection refused": 4, "503": 1}}
+	want := "bench   1.0s: 8 due, 3 ok, 0 degraded, 5 failed (503: 1, connection refused: 4)"
+	if got := r.line(time.Second, 8); got != want {
+		t.Errorf("line() =\n%s\nwant\n%s", got, want)
+	}
+}
