@@ -3,17 +3,8 @@ package query
 import (
 	"math"
 	"slices"
-	"sync/atomic"
 	"time"
 )
-
-// endpointHealth is what a Client knows of one endpoint: until when it is
-// avoided, and a moving average of its round trips.
-type endpointHealth struct {
-	avoid atomic.Int64  // until then, as UnixNano
-	ewma  atomic.Uint64 // the round trips' moving average in seconds, as float64 bits; 0 for none yet
-	n     atomic.Int64  // round trips in the average
-}
 
 const (
 	// ewmaWeight is the weight of the newest round trip in the average:
@@ -31,11 +22,11 @@ const (
 )
 
 // avoided reports whether endpoint i is avoided at now (UnixNano).
-func (c *Client) avoided(i int, now int64) bool { return c.health[i].avoid.Load() > now }
+func (c *Client) avoided(i int, now int64) bool { return c.eps[i].avoid.Load() > now }
 
 // avoidFor avoids endpoint i for d from now.
 func (c *Client) avoidFor(i int, d time.Duration) {
-	c.health[i].avoid.Store(time.Now().Add(d).UnixNano())
+	c.eps[i].avoid.Store(time.Now().Add(d).UnixNano())
 }
 
 // roundTrip notes a round trip of endpoint i that brought a result, and
@@ -43,7 +34,7 @@ func (c *Client) avoidFor(i int, d time.Duration) {
 // while another endpoint is there to take its queries. It is tried again
 // from scratch after that: its first answers make its average anew.
 func (c *Client) roundTrip(i int, d time.Duration) {
-	h := &c.health[i]
+	h := c.eps[i]
 	for {
 		old := h.ewma.Load()
 		v := d.Seconds()
@@ -54,13 +45,13 @@ func (c *Client) roundTrip(i int, d time.Duration) {
 			break
 		}
 	}
-	if h.n.Add(1) < minRoundTrips || len(c.health) < 2 {
+	if h.n.Add(1) < minRoundTrips || len(c.eps) < 2 {
 		return
 	}
 	var avgs []float64
 	now, others := time.Now().UnixNano(), 0
-	for j := range c.health {
-		if v := c.health[j].ewma.Load(); v != 0 {
+	for j, e := range c.eps {
+		if v := e.ewma.Load(); v != 0 {
 			avgs = append(avgs, math.Float64frombits(v))
 		}
 		if j != i && !c.avoided(j, now) {

@@ -24,7 +24,9 @@
 // (50 ms doubling, at most 1 s): Vespa's default timeout is 0.5 s. Never
 // asked again: a 4xx (an illegal query), a 500 (a "soft doomed" one is the
 // query's own length, vespa#34008), and a 200, whatever errors or partial
-// coverage it carries, which is returned as it is. Retries are bounded by
+// coverage it carries, which is returned as it is; except that a 5xx from
+// an endpoint whose breaker is open (see Outliers) is the endpoint's
+// failure, not the query's, and goes to another. Retries are bounded by
 // a [retries.Budget] (5 % of queries by default) and by the deadline: no
 // retry starts once less is left than a query takes (the median round
 // trip). An endpoint that answered 503 or 429 is avoided for a second, and
@@ -52,6 +54,17 @@
 // avoided for a second; one whose average round trip is three times the
 // endpoints' median (and 5 ms more) is avoided for 5 s, then tried again
 // from scratch. Its queries are shared evenly by the others meanwhile.
+//
+// Each endpoint has a [retries.Breaker], which opens while the endpoint
+// fails most requests (refused connections, 500s and 502s, but not 503s,
+// 504s or soft doomed 500s, which say nothing of whether it works): 5 in
+// a row, or 15 of the last 20. Its queries then go to the others at once,
+// in one request each; a query now and then is its probe (50 ms after it
+// opened, then at intervals doubling to 1 s, or 100 ms at most after a
+// probe answered with a 5xx), asked again elsewhere if the probe fails,
+// and the first probe that succeeds closes it. When every breaker is open
+// a query fails at once with an error matching [retries.ErrBreakerOpen].
+// The root package's [retries.Limiter] is not used: see docs/query.md.
 package query
 
 import (
@@ -119,14 +132,13 @@ type Query struct {
 // goroutines.
 type Client struct {
 	cfg       Config
-	endpoints []string
+	eps       []*endpoint
 	next      atomic.Uint64
 	http      *http.Client
 	policy    retries.Policy
 	rtt       rtts
-	lat       latencies        // of the answers with a result: the hedge's delay
-	noHedging atomic.Int64     // hedging is paused until then, as UnixNano: a 503 or 429 was seen
-	health    []endpointHealth // per endpoint: avoided after a 503, a 429 or a connection error, or when much slower
+	lat       latencies    // of the answers with a result: the hedge's delay
+	noHedging atomic.Int64 // hedging is paused until then, as UnixNano: a 503 or 429 was seen
 	stats     counts
 }
 
@@ -144,6 +156,9 @@ type Stats struct {
 	// the queries that ended otherwise.
 	Results, Incomplete, Failed int64
 	Degraded                    map[string]int64
+	// Endpoints are what the Client knows of each endpoint, in the order
+	// of Config.URLs.
+	Endpoints []EndpointStats
 }
 
 type counts struct {
@@ -161,7 +176,7 @@ func (c *Client) Stats() Stats {
 	k := &c.stats
 	s := Stats{Queries: k.queries.Load(), Requests: k.requests.Load(), Hedges: k.hedges.Load(),
 		HedgesWon: k.hedgesWon.Load(), Refused: k.refused.Load(), Ejected: k.ejected.Load(), Results: k.results.Load(),
-		Incomplete: k.incomplete.Load(), Failed: k.failed.Load(), Degraded: map[string]int64{}}
+		Incomplete: k.incomplete.Load(), Failed: k.failed.Load(), Degraded: map[string]int64{}, Endpoints: c.endpointStats()}
 	for i, r := range reasons {
 		s.Degraded[r] = k.degraded[i].Load()
 	}
@@ -219,9 +234,8 @@ func New(cfg Config) (*Client, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("query: URL %q: want http://HOST[:PORT] or https://…", s)
 		}
-		c.endpoints = append(c.endpoints, strings.TrimRight(s, "/"))
+		c.eps = append(c.eps, newEndpoint(strings.TrimRight(s, "/")))
 	}
-	c.health = make([]endpointHealth, len(c.endpoints))
 	if c.cfg.MinMargin <= 0 {
 		c.cfg.MinMargin = 5 * time.Millisecond
 	}
@@ -246,7 +260,8 @@ func New(cfg Config) (*Client, error) {
 	if c.lat.q <= 0 || c.lat.q >= 1 {
 		c.lat.q = 0.97
 	}
-	c.policy = DefaultPolicy.Copy(retries.WithBudget(c.cfg.Budget), retries.WithObserver(cfg.Calls))
+	c.policy = DefaultPolicy.Copy(retries.WithRetry(retryAnswer), retries.WithWait(retryWait),
+		retries.WithBudget(c.cfg.Budget), retries.WithObserver(cfg.Calls))
 	return c, nil
 }
 
@@ -255,9 +270,9 @@ func New(cfg Config) (*Client, error) {
 // otherwise an error, a *StatusError for another status. See the package
 // documentation for what is asked again.
 func (c *Client) Search(ctx context.Context, q Query) (*Result, error) {
-	first := int(c.next.Add(1) - 1)
+	r := &route{c: c, first: int(c.next.Add(1) - 1)}
+	r.next = r.first
 	deadline, hasDeadline := ctx.Deadline()
-	requests := 0
 	p := c.policy
 	if hasDeadline {
 		p = p.Copy(retries.WithStop(retries.StopAny(p.Stop(), retries.StopIf(func(s retries.State) bool {
@@ -268,51 +283,10 @@ func (c *Client) Search(ctx context.Context, q Query) (*Result, error) {
 		}))))
 	}
 	c.stats.queries.Add(1)
-	next := first
-	// pick returns the next endpoint not avoided (one that answered 503 or
-	// 429, or failed to connect, in the last second, or much slower than
-	// the others), and counts the request. A first request goes in turn
-	// when every endpoint is avoided; a retry or a hedge does not go then:
-	// asking again would only add to the overload.
-	pick := func(firstRequest bool) (int, bool) {
-		n, now := len(c.endpoints), time.Now().UnixNano()
-		i := -1
-		switch {
-		case firstRequest && c.avoided(next%n, now):
-			// Its turn's endpoint is avoided: one of the others, in
-			// turn too, so that they share its queries evenly.
-			var others []int
-			for j := range n {
-				if !c.avoided(j, now) {
-					others = append(others, j)
-				}
-			}
-			if len(others) > 0 {
-				i = others[first%len(others)]
-			}
-		default:
-			for k := range n {
-				if j := (next + k) % n; !c.avoided(j, now) {
-					i = j
-					break
-				}
-			}
-		}
-		if i < 0 {
-			if !firstRequest {
-				return 0, false
-			}
-			i = next % n
-		}
-		next = i + 1
-		requests++
-		c.stats.requests.Add(1)
-		return i, true
-	}
 	var lastErr error
 	res, err := retries.DoValue(ctx, p, func(ctx context.Context) (*Result, error) {
-		r, err := c.attempt(ctx, q, pick, requests == 0, deadline, hasDeadline)
-		if errors.Is(err, errAllBusy) {
+		r, err := c.attempt(ctx, q, r, deadline, hasDeadline)
+		if errors.Is(err, errAllBusy) && lastErr != nil {
 			return nil, retries.Permanent(lastErr) // no retry into overload: the last answer stands
 		}
 		lastErr = err
@@ -322,11 +296,91 @@ func (c *Client) Search(ctx context.Context, q Query) (*Result, error) {
 	var se *StatusError
 	switch {
 	case res != nil:
-		res.Requests = requests
+		res.Requests = r.requests
 	case errors.As(err, &se): // its Endpoint is the one that answered
-		se.Requests = requests
+		se.Requests = r.requests
 	}
 	return res, err
+}
+
+// route chooses the endpoints of one query's requests, and counts them.
+type route struct {
+	c           *Client
+	first, next int // the query's turn, and where the next retry or hedge looks first
+	requests    int
+}
+
+// Kinds of request, for route.pick.
+const (
+	firstRequest = iota // a query's first
+	redirected          // a first request its endpoint's open breaker refused
+	again               // a retry or a hedge
+)
+
+// pick returns the endpoint of the next request of kind, and counts the
+// request, or reports false when none may go.
+//
+// An endpoint is avoided while it answers 503 or 429, refuses
+// connections, or is much slower than the others (outlier.go), and down
+// while its breaker is open. A first request goes to its turn's endpoint
+// unless it is avoided; then to one of the others neither avoided nor
+// down, in turn too, so that they share its queries evenly; and when every
+// endpoint is, to its turn's endpoint all the same: a query is asked at
+// least once. Going to a down endpoint is how its breaker probes it: it
+// lets one request through when a probe is due and refuses the others at
+// once, which are redirected, to an endpoint neither avoided nor down, or
+// else to one avoided but up. A retry or a hedge goes only to an endpoint
+// neither avoided nor down: asking again would only add to an overload.
+func (r *route) pick(kind int) (int, bool) {
+	c := r.c
+	n, now := len(c.eps), time.Now().UnixNano()
+	usable := func(j int) bool { return !c.avoided(j, now) && c.eps[j].up() }
+	i := -1
+	switch kind {
+	case firstRequest, redirected:
+		turn := r.first % n
+		if kind == firstRequest && !c.avoided(turn, now) {
+			i = turn
+			break
+		}
+		var ok, up []int
+		for j := range n {
+			switch {
+			case usable(j):
+				ok = append(ok, j)
+			case c.eps[j].up():
+				up = append(up, j)
+			}
+		}
+		switch {
+		case len(ok) > 0:
+			i = ok[r.first%len(ok)]
+		case kind == firstRequest:
+			i = turn
+		case len(up) > 0:
+			i = up[r.first%len(up)]
+		}
+	case again:
+		for k := range n {
+			if j := (r.next + k) % n; usable(j) {
+				i = j
+				break
+			}
+		}
+	}
+	if i < 0 {
+		return 0, false
+	}
+	r.next = i + 1
+	r.requests++
+	c.stats.requests.Add(1)
+	return i, true
+}
+
+// unsent uncounts a request that its endpoint's breaker refused.
+func (r *route) unsent() {
+	r.requests--
+	r.c.stats.requests.Add(-1)
 }
 
 // attempt sends q to the next endpoint, and, if no answer has come after
@@ -334,8 +388,10 @@ func (c *Client) Search(ctx context.Context, q Query) (*Result, error) {
 // by a 503 or 429, there is another endpoint, time is left for it and the
 // budget allows: the first result wins and the other request is canceled.
 // An answer that asking again cannot change ends the attempt at once; one
-// that it can (a 503, say) waits for the other request, if any.
-func (c *Client) attempt(ctx context.Context, q Query, pick func(bool) (int, bool), first bool, deadline time.Time, hasDeadline bool) (*Result, error) {
+// that it can (a 503, say) waits for the other request, if any. A request
+// that an open breaker refused goes to another endpoint at once, neither
+// counted nor paid for.
+func (c *Client) attempt(ctx context.Context, q Query, r *route, deadline time.Time, hasDeadline bool) (*Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type answer struct {
@@ -344,9 +400,9 @@ func (c *Client) attempt(ctx context.Context, q Query, pick func(bool) (int, boo
 		i     int // the endpoint
 		hedge bool
 	}
-	answers := make(chan answer, 2)
-	launch := func(hedge bool) bool {
-		i, ok := pick(first && !hedge)
+	answers := make(chan answer, 3)
+	launch := func(kind int, hedge bool) bool {
+		i, ok := r.pick(kind)
 		if !ok {
 			return false
 		}
@@ -356,12 +412,16 @@ func (c *Client) attempt(ctx context.Context, q Query, pick func(bool) (int, boo
 		}()
 		return true
 	}
-	if !launch(false) {
+	kind := again
+	if r.requests == 0 {
+		kind = firstRequest
+	}
+	if !launch(kind, false) {
 		return nil, errAllBusy
 	}
 	pending := 1
 	var hedgeAt <-chan time.Time
-	if d, ok := c.lat.get(); ok && !c.cfg.NoHedge && len(c.endpoints) > 1 {
+	if d, ok := c.lat.get(); ok && !c.cfg.NoHedge && len(c.eps) > 1 {
 		t := time.NewTimer(d)
 		defer t.Stop()
 		hedgeAt = t.C
@@ -378,9 +438,11 @@ func (c *Client) attempt(ctx context.Context, q Query, pick func(bool) (int, boo
 				c.stats.refused.Add(1)
 				continue
 			}
-			if launch(true) {
+			if launch(again, true) {
 				c.stats.hedges.Add(1)
 				pending++
+			} else {
+				c.cfg.Budget.Deposit() // no endpoint to hedge to
 			}
 		case a := <-answers:
 			pending--
@@ -388,12 +450,25 @@ func (c *Client) attempt(ctx context.Context, q Query, pick func(bool) (int, boo
 				if a.hedge {
 					c.stats.hedgesWon.Add(1)
 				}
-				a.res.Endpoint, a.res.Hedged = c.endpoints[a.i], a.hedge
+				a.res.Endpoint, a.res.Hedged = c.eps[a.i].url, a.hedge
 				return a.res, nil
+			}
+			if errors.Is(a.err, retries.ErrBreakerOpen) {
+				r.unsent()
+				if !a.hedge && pending == 0 && launch(redirected, false) {
+					pending++
+					continue
+				}
+				if last.err == nil {
+					a.err = errEveryDown
+					last = a
+				}
+				continue
 			}
 			var se *StatusError
 			if errors.As(a.err, &se) {
-				se.Endpoint = c.endpoints[a.i]
+				se.Endpoint = c.eps[a.i].url
+				se.down = se.Status >= 500 && !se.SoftDoomed() && !c.eps[a.i].up()
 				if busy(se.Status) {
 					c.noHedging.Store(time.Now().Add(hedgePause).UnixNano())
 					c.avoidFor(a.i, hedgePause)
@@ -433,12 +508,43 @@ func (c *Client) mayHedge(deadline time.Time, hasDeadline bool) bool {
 	return err == nil
 }
 
+// errEveryDown is a query that no endpoint may be asked for: every
+// breaker is open.
+var errEveryDown error = everyDown{}
+
+type everyDown struct{}
+
+func (everyDown) Error() string        { return "query: every endpoint is failing: their circuit breakers are open" }
+func (everyDown) Is(target error) bool { return target == retries.ErrBreakerOpen }
+
 // errAllBusy is an attempt that could not go: every endpoint is avoided.
 var errAllBusy = errors.New("query: every endpoint is busy")
 
+// retryAnswer is what a Client asks again: what DefaultPolicy retries,
+// and an answer from an endpoint whose breaker is open (a 500 from a
+// broken container, say), which another endpoint may answer.
+var retryAnswer = retries.RetryAny(DefaultPolicy.Retry(), retries.RetryIfError(endpointDown))
+
+// retryWait is DefaultPolicy's wait, but none after an answer from an
+// endpoint whose breaker is open: the retry goes to another, which has
+// not failed.
+var retryWait = retries.WaitFunc(func(s retries.State) time.Duration {
+	if endpointDown(s.Err) {
+		return 0
+	}
+	return DefaultPolicy.Wait().Duration(s)
+})
+
+// endpointDown reports whether err is an answer from an endpoint whose
+// breaker is open.
+func endpointDown(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.down
+}
+
 // retryable reports whether asking again may change the answer err: what
-// the policy retries.
-func retryable(err error) bool { return DefaultPolicy.Retry().Match(nil, err) }
+// the Client's policy retries.
+func retryable(err error) bool { return retryAnswer.Match(nil, err) }
 
 // busy reports whether status says the container serves no more: a 503
 // (no search thread free) or a 429.
@@ -446,19 +552,26 @@ func busy(status int) bool {
 	return status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests
 }
 
-// send makes one request of q to endpoint.
+// send makes one request of q to endpoint i, through its breaker.
+// Without a deadline, nothing waits for ever: the request lasts at most
+// the query's timeout and a second.
 func (c *Client) send(ctx context.Context, i int, q Query, deadline time.Time, hasDeadline bool) (*Result, error) {
-	endpoint := c.endpoints[i]
+	if !hasDeadline {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, queryTimeout(q)+time.Second)
+		defer cancel()
+	}
+	return c.eps[i].do(ctx, func(ctx context.Context) (*Result, error) { return c.ask(ctx, i, q, deadline, hasDeadline) })
+}
+
+// ask makes one request of q to endpoint i, with what is left of the
+// deadline as the query's timeout.
+func (c *Client) ask(ctx context.Context, i int, q Query, deadline time.Time, hasDeadline bool) (*Result, error) {
+	endpoint := c.eps[i].url
 	start := time.Now()
 	t, err := timeout(deadline, hasDeadline, start, c.margin(deadline, start))
 	if err != nil {
 		return nil, retries.Permanent(err)
-	}
-	if !hasDeadline {
-		// Nothing waits for ever: the container's timeout, and a second.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, queryTimeout(q)+time.Second)
-		defer cancel()
 	}
 	req, err := c.request(ctx, endpoint, q, t)
 	if err != nil {

@@ -111,6 +111,9 @@ type StatusError struct {
 	Errors   []Error
 	Endpoint string
 	Requests int
+	// down is set on an answer from an endpoint whose breaker is open:
+	// a failure of the endpoint, not of the query.
+	down bool
 }
 
 // Error says the status and the errors the answer carried.

@@ -230,10 +230,13 @@ type benchReport struct {
 	mu                                sync.Mutex
 }
 
-// endpointRow is one endpoint's share of the answers.
+// endpointRow is one endpoint's share of the answers, and how often and
+// for how long its breaker was open during the run.
 type endpointRow struct {
 	answers, ok int64
 	latency     []time.Duration
+	opened      int64
+	openFor     time.Duration
 }
 
 // runRate offers rate queries a second for d, open loop: query i is due at
@@ -277,6 +280,11 @@ func runRate(ctx context.Context, c *query.Client, qs []benchQuery, rate float64
 	after := c.Stats()
 	r.Requests, r.Hedges, r.HedgesWon = after.Requests-before.Requests, after.Hedges-before.Hedges, after.HedgesWon-before.HedgesWon
 	r.HedgesRefused = after.Refused - before.Refused
+	for i, e := range after.Endpoints {
+		row := r.row(e.URL) // every endpoint has a row, answered or not
+		row.opened = e.Breaker.Opened - before.Endpoints[i].Breaker.Opened
+		row.openFor = e.Breaker.OpenFor - before.Endpoints[i].Breaker.OpenFor
+	}
 	// The rate achieved is that of the sends, over the time they took (the
 	// last answers' wait left out): an open loop that fell behind shows
 	// here, and in Late.
@@ -306,6 +314,17 @@ func (r *benchReport) line(elapsed time.Duration, due int64) string {
 	return l
 }
 
+// row returns endpoint's row, made at its first use. r.mu is held, or
+// no query runs.
+func (r *benchReport) row(endpoint string) *endpointRow {
+	row := r.endpoints[endpoint]
+	if row == nil {
+		row = &endpointRow{}
+		r.endpoints[endpoint] = row
+	}
+	return row
+}
+
 // one sends q, due at due, with deadline from then, and counts it.
 func (r *benchReport) one(ctx context.Context, c *query.Client, q benchQuery, due time.Time, deadline time.Duration) {
 	ctx, cancel := context.WithDeadline(ctx, due.Add(deadline))
@@ -323,6 +342,8 @@ func (r *benchReport) one(ctx context.Context, c *query.Client, q benchQuery, du
 		status, endpoint = strconv.Itoa(se.Status), se.Endpoint
 	case errors.Is(err, context.DeadlineExceeded):
 		status = "deadline"
+	case errors.Is(err, retries.ErrBreakerOpen):
+		status = "every breaker open"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		status = "connection refused"
 	case errors.Is(err, syscall.ECONNRESET):
@@ -351,11 +372,7 @@ func (r *benchReport) one(ctx context.Context, c *query.Client, q benchQuery, du
 	r.fromDue = append(r.fromDue, fromDue)
 	r.fromSend = append(r.fromSend, fromSend)
 	if endpoint != "" {
-		row := r.endpoints[endpoint]
-		if row == nil {
-			row = &endpointRow{}
-			r.endpoints[endpoint] = row
-		}
+		row := r.row(endpoint)
 		row.answers++
 		if ok {
 			row.ok++
@@ -425,7 +442,18 @@ func (r *benchReport) text() string {
 	b.WriteString("endpoints:\n")
 	for _, k := range slices.Sorted(maps.Keys(r.endpoints)) {
 		e := r.endpoints[k]
-		fmt.Fprintf(&b, "  %s: %d answers, %d ok, p99 %.2f ms from the send\n", k, e.answers, e.ok, ms(quantile(e.latency, 0.99)))
+		fmt.Fprintf(&b, "  %s: %d answers, %d ok", k, e.answers, e.ok)
+		if e.answers > 0 {
+			fmt.Fprintf(&b, ", p99 %.2f ms from the send", ms(quantile(e.latency, 0.99)))
+		}
+		if e.opened > 0 {
+			times := "times"
+			if e.opened == 1 {
+				times = "time"
+			}
+			fmt.Fprintf(&b, "; its breaker open %.1f s (opened %d %s)", e.openFor.Seconds(), e.opened, times)
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }
@@ -440,7 +468,8 @@ func (r *benchReport) json() map[string]any {
 	var eps []map[string]any
 	for _, k := range slices.Sorted(maps.Keys(r.endpoints)) {
 		e := r.endpoints[k]
-		eps = append(eps, map[string]any{"url": k, "answers": e.answers, "ok": e.ok, "p99_ms": ms(quantile(e.latency, 0.99))})
+		eps = append(eps, map[string]any{"url": k, "answers": e.answers, "ok": e.ok, "p99_ms": ms(quantile(e.latency, 0.99)),
+			"breaker_opened": e.opened, "breaker_open_s": math.Round(e.openFor.Seconds()*1000) / 1000})
 	}
 	cpu := 0.0
 	if r.Queries > 0 {

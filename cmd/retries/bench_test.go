@@ -187,3 +187,36 @@ func TestBenchLine(t *testing.T) {
 		t.Errorf("line() =\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestBenchDeadEndpoints: against two ports where nothing listens, bench
+// runs to its end and exits 0, says the connections were refused and then
+// that every breaker was open (queries failed at once, without a
+// request), and has a row for each endpoint with its breaker's time open.
+func TestBenchDeadEndpoints(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "report.json")
+	a, b := deadURL(t), deadURL(t)
+	code, stdout, stderr := runCmd(t, "bench", "-q", "-url", a, "-url", b, "-rate", "100", "-duration", "500ms", "-json", out, queryFile(t))
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	r := readJSON(t, out)
+	status, _ := r["status"].(map[string]any)
+	refused, _ := status["connection refused"].(float64)
+	open, _ := status["every breaker open"].(float64)
+	if r["failed"] != 50.0 || refused+open != 50 || open == 0 || r["requests"] != refused {
+		t.Errorf("the report %v: want 50 failed, a request for each refused connection, the rest failed by the breakers", r)
+	}
+	eps, _ := r["endpoints"].([]any)
+	if len(eps) != 2 {
+		t.Fatalf("endpoints %v: want a row each, unanswered as they are", r["endpoints"])
+	}
+	for _, e := range eps {
+		if row, _ := e.(map[string]any); row["breaker_opened"] != 1.0 || row["answers"] != 0.0 {
+			t.Errorf("row %v: want no answer, the breaker opened once", row)
+		}
+	}
+	if !strings.Contains(stdout, "every breaker open") || !strings.Contains(stdout, "its breaker open") {
+		t.Errorf("the text report does not say the breakers were open:\n%s", stdout)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -109,18 +108,6 @@ func (p *process) errText() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.stderr.String()
-}
-
-// deadURL returns the URL of a port on which nothing listens.
-func deadURL(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return "http://" + addr
 }
 
 // TestCopyEndsWhenTheDestinationStaysDown: a copy whose destination is

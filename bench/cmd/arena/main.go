@@ -118,6 +118,7 @@ func main() {
 	flag.StringVar(&c.query.tail, "tail", "", "with -query: SHARE+EXTRA: that share of the queries of the first -tail-on containers is held EXTRA longer")
 	flag.IntVar(&c.query.tailOn, "tail-on", 1, "with -query: how many containers have the -tail")
 	flag.StringVar(&c.query.pause, "pause", "", "with -query: EVERY+DUR: every answer is held while a pause of DUR every EVERY is on")
+	flag.IntVar(&c.query.broken, "broken", 0, "with -query: the last N containers answer 500 to every query")
 	flag.Float64Var(&c.query.bad, "bad", 0, "with -query: the share of bad queries in the file (illegal, soft doomed, degraded in turn)")
 	serve := flag.Bool("serve", false, "run no feeder: start the server, print its URLs and the feed file's path, and serve until SIGINT or SIGTERM, to try a command by hand")
 	flag.Parse()
@@ -153,6 +154,8 @@ func (c config) check() error {
 		return errors.New("want -inflight, -queue not negative (-queue with -inflight), -feeders and -buckets above 0")
 	case c.visit && c.copy:
 		return errors.New("-visit or -copy, not both")
+	case c.query.broken < 0, c.query.broken > c.query.containers:
+		return fmt.Errorf("-broken %d: want from 0 to -containers (%d)", c.query.broken, c.query.containers)
 	}
 	_, _, err := parseOutage(c.outage)
 	if err == nil {

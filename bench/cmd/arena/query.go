@@ -27,6 +27,9 @@ import (
 // query file ($ARENA_QUERIES, -docs lines) holds ok queries and, with
 // -bad SHARE, that share of bad ones in turn: an illegal query (400), one
 // soft doomed (500) and one whose answer has degraded coverage (200).
+// With -broken N, the last N containers answer every query with a 500
+// "internal server error" (a broken container, a proxy before a dead
+// one), at once.
 //
 // The feeder gets $ARENA_URL_0 … and $ARENA_URLS ("-url A -url B …", for
 // a shell to split) and $ARENA_QUERIES. The line is counted from what the
@@ -40,6 +43,7 @@ type queryConfig struct {
 	tailOn     int
 	pause      string // EVERY+DUR
 	bad        float64
+	broken     int
 }
 
 // containerStats are one container's counts.
@@ -64,6 +68,7 @@ type queryContainer struct {
 	pauseDur   time.Duration
 	start      time.Time
 	slots      chan struct{} // nil: no limit
+	broken     bool
 	stats      containerStats
 }
 
@@ -72,6 +77,7 @@ const (
 	resultDegraded = `{"root":{"id":"toplevel","relevance":1.0,"fields":{"totalCount":1},"coverage":{"coverage":50,"documents":500,"full":false,"nodes":1,"results":1,"resultsFull":0,"degraded":{"match-phase":false,"timeout":true,"adaptive-timeout":false,"non-ideal-state":false}},"children":[{"id":"id:music:music::1","relevance":0.9,"fields":{}}]}}`
 	resultIllegal  = `{"root":{"id":"toplevel","relevance":1.0,"fields":{"totalCount":0},"errors":[{"code":3,"summary":"Illegal query","message":"Could not parse 'select'"}]}}`
 	resultDoomed   = `{"root":{"id":"toplevel","relevance":1.0,"fields":{"totalCount":0},"errors":[{"code":12,"summary":"Timed out","message":"Query soft doomed during query setup"}]}}`
+	resultInternal = `{"root":{"id":"toplevel","relevance":1.0,"fields":{"totalCount":0},"errors":[{"code":8,"summary":"Internal server error","message":"internal server error"}]}}`
 	resultNoThread = `{"root":{"id":"toplevel","relevance":1.0,"fields":{"totalCount":0},"errors":[{"code":10,"summary":"Backend communication error","message":"No search threads available"}]}}`
 )
 
@@ -85,6 +91,10 @@ func (q *queryContainer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 		}
+	}
+	if q.broken {
+		q.answer(w, http.StatusInternalServerError, resultInternal)
+		return
 	}
 	if q.slots != nil {
 		select {
@@ -199,7 +209,8 @@ func runQuery(c config, feeder []string) (string, int, error) {
 	env := map[string]string{}
 	var urls []string
 	for i := range qc.containers {
-		q := &queryContainer{c: c, tailShare: share, tailExtra: extra, hasTail: i < max(qc.tailOn, 1), pauseEvery: every, pauseDur: pauseDur, start: start}
+		q := &queryContainer{c: c, tailShare: share, tailExtra: extra, hasTail: i < max(qc.tailOn, 1), pauseEvery: every, pauseDur: pauseDur, start: start,
+			broken: i >= qc.containers-qc.broken}
 		if c.inflight > 0 {
 			q.slots = make(chan struct{}, c.inflight)
 		}
