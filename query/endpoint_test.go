@@ -80,6 +80,9 @@ func TestFailingEndpointRoutedAround(t *testing.T) {
 		if total := got["a"] + got["b"] + got["c"]; most != 2 || total != 300+1+probes {
 			t.Errorf("c broken: %d requests, a query took %d at most; want 2 for the fifth failure and each probe, 1 for every other query (those c's breaker refused included): %d", total, most, 300+1+probes)
 		}
+		if s := c.Stats(); s.Retries != int64(1+probes) || s.Requests != int64(300+1+probes) {
+			t.Errorf("Stats: %d requests, %d retries; want %d and %d", s.Requests, s.Retries, 300+1+probes, 1+probes)
+		}
 		if slowest != 4*time.Millisecond {
 			t.Errorf("c broken: the slowest query took %v, want 4 ms: a failed probe asked again elsewhere at once", slowest)
 		}

@@ -146,6 +146,7 @@ type Client struct {
 type Stats struct {
 	Queries   int64 // Search calls
 	Requests  int64 // requests sent, retries and hedges included
+	Retries   int64 // requests sent again after an answer or an error
 	Hedges    int64 // hedges sent
 	HedgesWon int64 // of them, those whose answer was taken
 	Refused   int64 // hedges the budget refused
@@ -162,10 +163,10 @@ type Stats struct {
 }
 
 type counts struct {
-	queries, requests, hedges, hedgesWon, refused atomic.Int64
-	ejected                                       atomic.Int64
-	results, incomplete, failed                   atomic.Int64
-	degraded                                      [4]atomic.Int64 // by Degraded.Reasons' order
+	queries, requests, retries, hedges, hedgesWon, refused atomic.Int64
+	ejected                                                atomic.Int64
+	results, incomplete, failed                            atomic.Int64
+	degraded                                               [4]atomic.Int64 // by Degraded.Reasons' order
 }
 
 // reasons are Degraded's reasons, in the order of counts.degraded.
@@ -174,7 +175,7 @@ var reasons = [4]string{"match-phase", "timeout", "adaptive-timeout", "non-ideal
 // Stats returns the Client's counts since New.
 func (c *Client) Stats() Stats {
 	k := &c.stats
-	s := Stats{Queries: k.queries.Load(), Requests: k.requests.Load(), Hedges: k.hedges.Load(),
+	s := Stats{Queries: k.queries.Load(), Requests: k.requests.Load(), Retries: k.retries.Load(), Hedges: k.hedges.Load(),
 		HedgesWon: k.hedgesWon.Load(), Refused: k.refused.Load(), Ejected: k.ejected.Load(), Results: k.results.Load(),
 		Incomplete: k.incomplete.Load(), Failed: k.failed.Load(), Degraded: map[string]int64{}, Endpoints: c.endpointStats()}
 	for i, r := range reasons {
@@ -314,7 +315,8 @@ type route struct {
 const (
 	firstRequest = iota // a query's first
 	redirected          // a first request its endpoint's open breaker refused
-	again               // a retry or a hedge
+	retry               // a request sent again after an answer or an error
+	hedge
 )
 
 // pick returns the endpoint of the next request of kind, and counts the
@@ -360,7 +362,7 @@ func (r *route) pick(kind int) (int, bool) {
 		case len(up) > 0:
 			i = up[r.first%len(up)]
 		}
-	case again:
+	case retry, hedge:
 		for k := range n {
 			if j := (r.next + k) % n; usable(j) {
 				i = j
@@ -374,13 +376,19 @@ func (r *route) pick(kind int) (int, bool) {
 	r.next = i + 1
 	r.requests++
 	c.stats.requests.Add(1)
+	if kind == retry {
+		c.stats.retries.Add(1)
+	}
 	return i, true
 }
 
-// unsent uncounts a request that its endpoint's breaker refused.
-func (r *route) unsent() {
+// unsent uncounts a request of kind that its endpoint's breaker refused.
+func (r *route) unsent(kind int) {
 	r.requests--
 	r.c.stats.requests.Add(-1)
+	if kind == retry {
+		r.c.stats.retries.Add(-1)
+	}
 }
 
 // attempt sends q to the next endpoint, and, if no answer has come after
@@ -395,28 +403,28 @@ func (c *Client) attempt(ctx context.Context, q Query, r *route, deadline time.T
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type answer struct {
-		res   *Result
-		err   error
-		i     int // the endpoint
-		hedge bool
+		res  *Result
+		err  error
+		i    int // the endpoint
+		kind int
 	}
 	answers := make(chan answer, 3)
-	launch := func(kind int, hedge bool) bool {
+	launch := func(kind int) bool {
 		i, ok := r.pick(kind)
 		if !ok {
 			return false
 		}
 		go func() {
 			r, err := c.send(ctx, i, q, deadline, hasDeadline)
-			answers <- answer{r, err, i, hedge}
+			answers <- answer{r, err, i, kind}
 		}()
 		return true
 	}
-	kind := again
+	kind := retry
 	if r.requests == 0 {
 		kind = firstRequest
 	}
-	if !launch(kind, false) {
+	if !launch(kind) {
 		return nil, errAllBusy
 	}
 	pending := 1
@@ -438,7 +446,7 @@ func (c *Client) attempt(ctx context.Context, q Query, r *route, deadline time.T
 				c.stats.refused.Add(1)
 				continue
 			}
-			if launch(again, true) {
+			if launch(hedge) {
 				c.stats.hedges.Add(1)
 				pending++
 			} else {
@@ -446,16 +454,20 @@ func (c *Client) attempt(ctx context.Context, q Query, r *route, deadline time.T
 			}
 		case a := <-answers:
 			pending--
+			hedged := a.kind == hedge
 			if a.err == nil {
-				if a.hedge {
+				if hedged {
 					c.stats.hedgesWon.Add(1)
 				}
-				a.res.Endpoint, a.res.Hedged = c.eps[a.i].url, a.hedge
+				a.res.Endpoint, a.res.Hedged = c.eps[a.i].url, hedged
 				return a.res, nil
 			}
 			if errors.Is(a.err, retries.ErrBreakerOpen) {
-				r.unsent()
-				if !a.hedge && pending == 0 && launch(redirected, false) {
+				r.unsent(a.kind)
+				if hedged {
+					c.stats.hedges.Add(-1)
+				}
+				if !hedged && pending == 0 && launch(redirected) {
 					pending++
 					continue
 				}
@@ -476,7 +488,7 @@ func (c *Client) attempt(ctx context.Context, q Query, r *route, deadline time.T
 			} else if retries.IsConnectionError(a.err) {
 				c.avoidFor(a.i, hedgePause)
 			}
-			if a.hedge && errors.Is(a.err, ErrNoTimeLeft) {
+			if hedged && errors.Is(a.err, ErrNoTimeLeft) {
 				continue // the hedge found no time left to go: the first request stands
 			}
 			if last.err == nil || !errors.Is(a.err, context.Canceled) {
@@ -514,7 +526,9 @@ var errEveryDown error = everyDown{}
 
 type everyDown struct{}
 
-func (everyDown) Error() string        { return "query: every endpoint is failing: their circuit breakers are open" }
+func (everyDown) Error() string {
+	return "query: every endpoint is failing: their circuit breakers are open"
+}
 func (everyDown) Is(target error) bool { return target == retries.ErrBreakerOpen }
 
 // errAllBusy is an attempt that could not go: every endpoint is avoided.

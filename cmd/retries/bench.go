@@ -217,17 +217,18 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 
 // benchReport is what one rate came to.
 type benchReport struct {
-	Offered, Achieved                 float64
-	Duration                          time.Duration
-	Queries, OK, Degraded, Failed     int64
-	Requests, Hedges, HedgesWon, Late int64
-	HedgesRefused                     int64
-	ZeroHits                          int64
-	Status                            map[string]int64
-	fromDue, fromSend                 []time.Duration
-	endpoints                         map[string]*endpointRow
-	cpu                               time.Duration
-	mu                                sync.Mutex
+	Offered, Achieved                    float64
+	Duration                             time.Duration
+	Queries, OK, Degraded, Failed        int64
+	Requests, Retries, Hedges, HedgesWon int64
+	Late                                 int64
+	HedgesRefused                        int64
+	ZeroHits                             int64
+	Status                               map[string]int64
+	fromDue, fromSend                    []time.Duration
+	endpoints                            map[string]*endpointRow
+	cpu                                  time.Duration
+	mu                                   sync.Mutex
 }
 
 // endpointRow is one endpoint's share of the answers, and how often and
@@ -278,7 +279,8 @@ func runRate(ctx context.Context, c *query.Client, qs []benchQuery, rate float64
 	r.Duration = time.Since(start)
 	r.cpu = cpuTime() - cpu0
 	after := c.Stats()
-	r.Requests, r.Hedges, r.HedgesWon = after.Requests-before.Requests, after.Hedges-before.Hedges, after.HedgesWon-before.HedgesWon
+	r.Requests, r.Retries = after.Requests-before.Requests, after.Retries-before.Retries
+	r.Hedges, r.HedgesWon = after.Hedges-before.Hedges, after.HedgesWon-before.HedgesWon
 	r.HedgesRefused = after.Refused - before.Refused
 	for i, e := range after.Endpoints {
 		row := r.row(e.URL) // every endpoint has a row, answered or not
@@ -477,7 +479,7 @@ func (r *benchReport) json() map[string]any {
 	}
 	return map[string]any{
 		"queries": r.Queries, "ok": r.OK, "degraded": r.Degraded, "failed": r.Failed, "requests": r.Requests,
-		"hedges": r.Hedges, "hedges_won": r.HedgesWon, "hedges_refused": r.HedgesRefused, "retries": r.Requests - r.Queries - r.Hedges, "status": r.Status,
+		"hedges": r.Hedges, "hedges_won": r.HedgesWon, "hedges_refused": r.HedgesRefused, "retries": r.Retries, "status": r.Status,
 		"latency_ms": lat(r.fromDue), "latency_from_send_ms": lat(r.fromSend),
 		"offered_rate": r.Offered, "achieved_rate": math.Round(r.Achieved*10) / 10, "late": r.Late,
 		"zero_hits": r.ZeroHits, "seconds": math.Round(r.Duration.Seconds()*1000) / 1000, "cpu_us_per_query": math.Round(cpu*10) / 10,
