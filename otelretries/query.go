@@ -3,6 +3,7 @@ package otelretries
 import (
 	"context"
 
+	"github.com/seed32e55400/retries"
 	"github.com/seed32e55400/retries/query"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -21,8 +22,12 @@ const ReasonKey = attribute.Key("retries.reason")
 //   - retries.query.degraded ({query}), by ReasonKey: results whose coverage
 //     is partial, by each reason it gives;
 //   - retries.query.requests ({request}): requests sent, retries and hedges
-//     included; retries.query.hedges, retries.query.hedges.won and
-//     retries.query.hedges.refused (by the budget).
+//     included; retries.query.retries, retries.query.hedges,
+//     retries.query.hedges.won and retries.query.hedges.refused (by the
+//     budget);
+//   - retries.query.endpoints.down (gauge, {endpoint}): endpoints whose
+//     breaker is open (see package query), out of
+//     retries.query.endpoints (gauge).
 //
 // A query's duration is the observer's: give query.Config.Calls an
 // observer of NewObserver, and retries.call.duration has it under the
@@ -37,9 +42,12 @@ func RegisterQuery(name string, c *query.Client, opts ...Option) (metric.Registr
 	failed := counter("retries.query.failed", "{query}", "Queries that ended without a result.")
 	degraded := counter("retries.query.degraded", "{query}", "Results whose coverage is partial, by each reason it gives.")
 	requests := counter("retries.query.requests", "{request}", "Requests a query client sent, retries and hedges included.")
+	retried := counter("retries.query.retries", "{request}", "Requests a query client sent again after an answer or an error.")
 	hedges := counter("retries.query.hedges", "{request}", "Hedges a query client sent.")
 	won := counter("retries.query.hedges.won", "{request}", "Hedges whose answer was taken.")
 	refused := counter("retries.query.hedges.refused", "{request}", "Hedges the retry budget refused.")
+	endpoints := ins.gauge("retries.query.endpoints", "{endpoint}", "The endpoints of a query client.")
+	down := ins.gauge("retries.query.endpoints.down", "{endpoint}", "Endpoints of a query client whose circuit breaker is open.")
 	if ins.err != nil {
 		return nil, ins.err
 	}
@@ -55,9 +63,18 @@ func RegisterQuery(name string, c *query.Client, opts ...Option) (metric.Registr
 			o.ObserveInt64(degraded, n, metric.WithAttributes(named, ReasonKey.String(reason)))
 		}
 		o.ObserveInt64(requests, s.Requests, attrs)
+		o.ObserveInt64(retried, s.Retries, attrs)
 		o.ObserveInt64(hedges, s.Hedges, attrs)
 		o.ObserveInt64(won, s.HedgesWon, attrs)
 		o.ObserveInt64(refused, s.Refused, attrs)
+		n := int64(0)
+		for _, e := range s.Endpoints {
+			if e.Breaker.State != retries.BreakerClosed {
+				n++
+			}
+		}
+		o.ObserveInt64(endpoints, int64(len(s.Endpoints)), attrs)
+		o.ObserveInt64(down, n, attrs)
 		return nil
-	}, queries, results, incomplete, failed, degraded, requests, hedges, won, refused)
+	}, queries, results, incomplete, failed, degraded, requests, retried, hedges, won, refused, endpoints, down)
 }

@@ -2,6 +2,7 @@ package otelretries_test
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -9,13 +10,16 @@ import (
 
 	"github.com/seed32e55400/retries/otelretries"
 	"github.com/seed32e55400/retries/query"
+	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 // TestQueryMetrics: after three queries (a whole result, one whose
 // coverage a timeout cut, and an illegal one), the instruments count
 // three queries, two results, one incomplete, one failed, one degraded by
-// a timeout and none by another reason, and a request each.
+// a timeout and none by another reason, a request each, and its one
+// endpoint up; a client whose endpoint refuses connections has it down.
 func TestQueryMetrics(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Query().Get("case") {
@@ -43,7 +47,7 @@ func TestQueryMetrics(t *testing.T) {
 	m := collect(t, reader)
 	name := otelretries.NameKey.String("search")
 	for metric, want := range map[string]int64{"retries.query.queries": 3, "retries.query.results": 2, "retries.query.incomplete": 1,
-		"retries.query.failed": 1, "retries.query.requests": 3, "retries.query.hedges": 0, "retries.query.hedges.won": 0, "retries.query.hedges.refused": 0} {
+		"retries.query.failed": 1, "retries.query.requests": 3, "retries.query.retries": 0, "retries.query.hedges": 0, "retries.query.hedges.won": 0, "retries.query.hedges.refused": 0} {
 		if got := sumOf(t, m[metric], name); got != want {
 			t.Errorf("%s = %d, want %d", metric, got, want)
 		}
@@ -54,4 +58,46 @@ func TestQueryMetrics(t *testing.T) {
 	if got := sumOf(t, m["retries.query.degraded"], name, otelretries.ReasonKey.String("match-phase")); got != 0 {
 		t.Errorf("retries.query.degraded{match-phase} = %d, want 0", got)
 	}
+	if all, down := gaugeOf(t, m["retries.query.endpoints"], name), gaugeOf(t, m["retries.query.endpoints.down"], name); all != 1 || down != 0 {
+		t.Errorf("endpoints %d, down %d: want 1 and 0", all, down)
+	}
+
+	// An endpoint where nothing listens: its breaker opens.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	d, err := query.New(query.Config{URLs: []string{dead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader = sdkmetric.NewManualReader()
+	if _, err := otelretries.RegisterQuery("dead", d, otelretries.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		_, _ = d.Search(t.Context(), query.Query{Params: url.Values{"yql": {"x"}}})
+	}
+	m = collect(t, reader)
+	if got := gaugeOf(t, m["retries.query.endpoints.down"], otelretries.NameKey.String("dead")); got != 1 {
+		t.Errorf("retries.query.endpoints.down = %d for a client of a dead endpoint, want 1", got)
+	}
+}
+
+// gaugeOf returns the value of the int64 gauge a with attrs, or 0.
+func gaugeOf(t *testing.T, a metricdata.Aggregation, attrs ...attribute.KeyValue) int64 {
+	t.Helper()
+	g, ok := a.(metricdata.Gauge[int64])
+	if !ok {
+		t.Fatalf("%T is not an int64 gauge", a)
+	}
+	want := attribute.NewSet(attrs...)
+	for _, p := range g.DataPoints {
+		if p.Attributes.Equals(&want) {
+			return p.Value
+		}
+	}
+	return 0
 }
