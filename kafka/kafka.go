@@ -54,7 +54,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seed32e55400/retries/feed"
-	"github.com/seed32e55400/retries/internal/ledger"
+	"github.com/seed32e55400/retries/resume"
 )
 
 // Defaults of Config.
@@ -86,13 +86,7 @@ const (
 	// maxReservedMeta bounds the metadata: runs past it are merged into
 	// one, from the first to the last (brokers allow 4 KiB by default).
 	maxReservedMeta = 3000
-	// groupEvery is the most often a reservation asked for commits.
-	groupEvery = 10 * time.Millisecond
 )
-
-// errSentBefore is why a record not safe to repeat is not sent by the
-// member that takes its partition over.
-var errSentBefore = errors.New("it may have been in flight when the partition's last owner stopped")
 
 // errRevoked keeps the operations of a partition that moved to another
 // member: they are that member's now.
@@ -348,35 +342,22 @@ func (m *member) topicMaxBytes(ctx context.Context, topic string) int32 {
 // timeout, if less, so that the lease stays renewed), and soon after an
 // operation asks for a reservation or waits for the lease, until ctx ends.
 func (m *member) commitLoop(ctx context.Context) {
-	every := min(cmp.Or(m.cfg.CommitInterval, DefaultCommitInterval), m.session()/3)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	last, lastProgress := time.Now(), time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-m.asked:
-			// Let the operations about to ask join this commit.
-			if wait := groupEvery - time.Since(last); wait > 0 {
-				select {
-				case <-time.After(wait):
-				case <-ctx.Done():
-					return
-				}
+	lastProgress := time.Now()
+	_ = resume.Loop{
+		Every: min(cmp.Or(m.cfg.CommitInterval, DefaultCommitInterval), m.session()/3),
+		Asked: m.asked, // the operations that ask meanwhile join the commit, 10 ms after the one before
+		Commit: func(ctx context.Context) error {
+			if cause, d := m.brokers.state(); cause != "" && m.maxOutage() > 0 && d > m.maxOutage() {
+				m.stop(fmt.Errorf("%w (%v): %s", ErrBrokersOut, m.maxOutage(), cause))
 			}
-		}
-		last = time.Now()
-		if cause, d := m.brokers.state(); cause != "" && m.maxOutage() > 0 && d > m.maxOutage() {
-			m.stop(fmt.Errorf("%w (%v): %s", ErrBrokersOut, m.maxOutage(), cause))
-		}
-		m.commit(ctx, nil, false)
-		if p := m.cfg.Progress; p > 0 && time.Since(lastProgress) >= p {
-			lastProgress = time.Now()
-			m.progress()
-		}
-	}
+			m.commit(ctx, nil, false) // says its own errors
+			if p := m.cfg.Progress; p > 0 && time.Since(lastProgress) >= p {
+				lastProgress = time.Now()
+				m.progress()
+			}
+			return nil
+		},
+	}.Run(ctx)
 }
 
 // progress writes a progress report to the log.
@@ -845,11 +826,8 @@ func (m *member) beforeUnsafe(ctx context.Context, op feed.Operation) error {
 	revoked := pt.revoked
 	ord, ok := pt.led.Find(it.r.Offset)
 	m.mu.Unlock()
-	switch {
-	case revoked || !ok:
+	if revoked || !ok {
 		return errRevoked
-	case pt.led.SentBefore(ord):
-		return errSentBefore
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -935,7 +913,7 @@ func (m *member) fetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetc
 		}
 		pt.committed, pt.known = offset, true
 		pt.next = max(offset, 0)
-		pt.led = ledger.NewPos(parseReserved(meta, pt.next))
+		pt.led = resume.NewPos(parseReserved(meta, pt.next))
 		pt.led.SetAsked(m.asked)
 		if meta != nil {
 			pt.meta = *meta
@@ -1045,7 +1023,7 @@ func (m *member) commit(ctx context.Context, only map[int32]bool, final bool) {
 		pt     *partition
 		offset int64
 		meta   string
-		snap   ledger.Snapshot
+		snap   resume.Snapshot
 	}
 	select {
 	case m.committing <- struct{}{}:
@@ -1120,10 +1098,10 @@ func (m *member) commit(ctx context.Context, only map[int32]bool, final bool) {
 // run of reservations over them all: the next owner then reports the
 // records not safe to repeat in it as of unknown outcome, those done
 // included, rather than send one again.
-func reservedMeta(reserved, ended []ledger.Run) string {
+func reservedMeta(reserved, ended []resume.Run) string {
 	var b strings.Builder
 	b.WriteString(reservedKey)
-	write := func(mark string, runs []ledger.Run) {
+	write := func(mark string, runs []resume.Run) {
 		for _, r := range runs {
 			if b.Len() > len(reservedKey) {
 				b.WriteByte(',')
@@ -1140,8 +1118,8 @@ func reservedMeta(reserved, ended []ledger.Run) string {
 	write("d", ended)
 	if b.Len() > maxReservedMeta { // one run over them all: more reserved, never fewer, none ended
 		all := slices.Concat(reserved, ended)
-		lo := slices.MinFunc(all, func(a, b ledger.Run) int { return cmp.Compare(a[0], b[0]) })[0]
-		hi := slices.MaxFunc(all, func(a, b ledger.Run) int { return cmp.Compare(a[1], b[1]) })[1]
+		lo := slices.MinFunc(all, func(a, b resume.Run) int { return cmp.Compare(a[0], b[0]) })[0]
+		hi := slices.MaxFunc(all, func(a, b resume.Run) int { return cmp.Compare(a[1], b[1]) })[1]
 		return reservedKey + strconv.FormatInt(lo, 10) + "-" + strconv.FormatInt(hi, 10)
 	}
 	return b.String()
@@ -1151,7 +1129,7 @@ func reservedMeta(reserved, ended []ledger.Run) string {
 // lists, and the reservations ended, as runs of offsets; from is the
 // offset committed with it. An older member's frontier N reserves from to
 // N-1.
-func parseReserved(meta *string, from int64) (reserved, ended []ledger.Run) {
+func parseReserved(meta *string, from int64) (reserved, ended []resume.Run) {
 	if meta == nil {
 		return nil, nil
 	}
@@ -1169,13 +1147,13 @@ func parseReserved(meta *string, from int64) (reserved, ended []ledger.Run) {
 				hi, err2 = strconv.ParseInt(b, 10, 64)
 			}
 			if err1 == nil && err2 == nil && lo <= hi {
-				*runs = append(*runs, ledger.Run{lo, hi})
+				*runs = append(*runs, resume.Run{lo, hi})
 			}
 		}
 		return reserved, ended
 	case strings.HasPrefix(*meta, oldReservedKey):
 		if n, err := strconv.ParseInt(strings.TrimPrefix(*meta, oldReservedKey), 10, 64); err == nil && n > from {
-			return []ledger.Run{{from, n - 1}}, nil
+			return []resume.Run{{from, n - 1}}, nil
 		}
 	}
 	return nil, nil
@@ -1217,7 +1195,7 @@ func (m *member) commitSync(ctx context.Context, offsets map[int32]kgo.EpochOffs
 // partition is the state of one partition assigned.
 type partition struct {
 	id        int32
-	led       *ledger.Ledger     // the records read from the committed offset on: done, reserved
+	led       *resume.Ledger     // the records read from the committed offset on: done, reserved
 	ctx       context.Context    // ends when the partition moves away
 	cancel    context.CancelFunc //
 	next      int64              // the offset after the last record read
@@ -1235,7 +1213,7 @@ type partition struct {
 // offset and its last owner's reservations come with the fetch (see
 // fetched).
 func (m *member) newPartition(p int32) *partition {
-	pt := &partition{id: p, committed: -1, led: ledger.NewPos(nil, nil)}
+	pt := &partition{id: p, committed: -1, led: resume.NewPos(nil, nil)}
 	pt.led.SetAsked(m.asked)
 	pt.ctx, pt.cancel = context.WithCancel(context.Background())
 	return pt

@@ -10,33 +10,21 @@ import (
 	"io/fs"
 	"iter"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/seed32e55400/retries/feed"
-	"github.com/seed32e55400/retries/internal/ledger"
+	"github.com/seed32e55400/retries/resume"
 )
 
 // Checkpoints of -checkpoint FILE.
 const (
-	// checkpointVersion is the format of the file: 2 lists the
+	// checkpointVersion is the format of the feed's state: 2 lists the
 	// reservations and the input's hashes; 1, a frontier and the hash of
 	// the first MiB, is read too.
 	checkpointVersion = 2
-	// checkpointEvery is the most often the file is rewritten when no
-	// operation waits for a reservation.
-	checkpointEvery = time.Second
-	// groupEvery is the most often it is rewritten for reservations: the
-	// operations that ask meanwhile go together, with one sync for all.
-	groupEvery = 10 * time.Millisecond
 )
 
-// errSentBefore is why an operation not safe to repeat is not sent again
-// when a feed resumes: an earlier feed may have sent it, and no answer was
-// recorded.
-var errSentBefore = errors.New("it may have been in flight when an earlier feed stopped")
 
 // checkpointFile is what -checkpoint FILE holds: which input it is of,
 // where the input is fed up to, and what is done and may have been sent
@@ -64,7 +52,7 @@ type checkpointFile struct {
 	Line   int   `json:"line"`
 	// Done are the runs of elements done from the watermark on, each
 	// [first, last] ordinals.
-	Done []ledger.Run `json:"done,omitempty"`
+	Done []resume.Run `json:"done,omitempty"`
 	// Reserved are the runs of operations not safe to repeat that may
 	// have been sent and are not done: a resumed feed reports them as of
 	// unknown outcome and does not send them again. (Version 1 held a
@@ -77,7 +65,7 @@ type checkpointFile struct {
 
 // reservedRuns are the reserved runs; a version 1 file's frontier N reads
 // as the run [0, N-1].
-type reservedRuns []ledger.Run
+type reservedRuns []resume.Run
 
 func (r *reservedRuns) UnmarshalJSON(b []byte) error {
 	var n int64
@@ -88,7 +76,7 @@ func (r *reservedRuns) UnmarshalJSON(b []byte) error {
 		}
 		return nil
 	}
-	return json.Unmarshal(b, (*[]ledger.Run)(r))
+	return json.Unmarshal(b, (*[]resume.Run)(r))
 }
 
 // checkpoint keeps -checkpoint FILE while the feed runs. Its ledger
@@ -112,12 +100,12 @@ type checkpoint struct {
 	file    checkpointFile // the identity fields, and what the last rewrite wrote
 	resumed bool
 	skipped int64 // elements skipped as done before
-	led     *ledger.Ledger
+	led     *resume.Ledger
 	hash    *inputHash
 
 	mu       sync.Mutex
 	cond     *sync.Cond
-	prevDone []ledger.Run // from the checkpoint resumed from, still ahead of the reading
+	prevDone []resume.Run // from the checkpoint resumed from, still ahead of the reading
 	onDisk   bool         // this feed has written FILE
 	eof      bool         // the whole input was read
 	clean    bool         // the feed has ended: nothing is in flight
@@ -129,9 +117,8 @@ type checkpoint struct {
 	written, told   int64
 	snapping        bool
 
-	stop    chan struct{}
-	stopped chan struct{}
-	werr    error // the first error rewriting FILE
+	stop    context.CancelFunc // ends the rewrites
+	stopped chan error         // the first error rewriting FILE, once they have ended
 }
 
 // openCheckpoint returns the checkpoint of in, the input, at path: the one
@@ -154,17 +141,22 @@ func openCheckpoint(path string, in *os.File, failed string) (*checkpoint, error
 		return nil, err
 	}
 	id := checkpointFile{Version: checkpointVersion, Size: st.Size(), Array: isArray(head[:n]), Line: 1, Failed: failed}
-	ck := &checkpoint{path: path, file: id, led: ledger.New(nil), hash: &inputHash{}}
+	ck := &checkpoint{path: path, file: id, led: resume.New(nil), hash: &inputHash{}}
 	ck.cond = sync.NewCond(&ck.mu)
-	data, err := os.ReadFile(path)
+	c, err := resume.ReadCheckpoint(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return ck, nil
+	case errors.Is(err, resume.ErrNotCheckpoint):
+		return nil, fmt.Errorf("%s is not a checkpoint of this version of retries feed", path)
 	case err != nil:
 		return nil, err
 	}
 	var prev checkpointFile
-	if err := json.Unmarshal(data, &prev); err != nil || prev.Version < 1 || prev.Version > checkpointVersion {
+	if err := c.Decode("feed", &prev); err != nil {
+		return nil, err
+	}
+	if prev.Version < 1 || prev.Version > checkpointVersion {
 		return nil, fmt.Errorf("%s is not a checkpoint of this version of retries feed", path)
 	}
 	switch {
@@ -185,7 +177,7 @@ func openCheckpoint(path string, in *os.File, failed string) (*checkpoint, error
 	}
 	prev.Version = checkpointVersion
 	ck.file, ck.resumed, ck.prevDone = prev, true, prev.Done
-	ck.led = ledger.New(prev.Reserved)
+	ck.led = resume.New(prev.Reserved)
 	ck.hash.prevChunks, ck.hash.prevTail = prev.Chunks, prev.Tail
 	return ck, nil
 }
@@ -297,14 +289,11 @@ func (ck *checkpoint) done(o feed.Operation, _ feed.Result, err error) {
 
 // beforeUnsafe is Feed's BeforeUnsafe: an operation not safe to repeat
 // goes out once a checkpoint on disk reserves it, and not at all if an
-// earlier feed may have sent it.
+// earlier feed may have sent it (resume.ErrSentBefore).
 func (ck *checkpoint) beforeUnsafe(ctx context.Context, o feed.Operation) error {
 	ord, ok := ck.led.Find(o.Offset)
-	switch {
-	case !ok:
+	if !ok {
 		return nil
-	case ck.led.SentBefore(ord):
-		return errSentBefore
 	}
 	return ck.led.Reserve(ctx, ord)
 }
@@ -321,40 +310,17 @@ func (ck *checkpoint) beginWrite() {
 }
 
 // start writes the first checkpoint, and then rewrites it when an
-// operation waits for a reservation (at most every groupEvery), and every
-// second while anything changed, until finish.
+// operation waits for a reservation (at most every 10 ms, a group for
+// all that ask meanwhile), and every second while anything changed,
+// until finish.
 func (ck *checkpoint) start() error {
 	if err := ck.rewrite(); err != nil {
 		return err
 	}
-	ck.stop, ck.stopped = make(chan struct{}), make(chan struct{})
+	ctx, stop := context.WithCancel(context.Background())
+	ck.stop, ck.stopped = stop, make(chan error, 1)
 	go func() {
-		defer close(ck.stopped)
-		t := time.NewTicker(checkpointEvery)
-		defer t.Stop()
-		last := time.Now()
-		for {
-			select {
-			case <-ck.stop:
-				return
-			case <-t.C:
-			case <-ck.led.Asked():
-				// Let the operations about to ask join this rewrite.
-				if wait := groupEvery - time.Since(last); wait > 0 {
-					select {
-					case <-time.After(wait):
-					case <-ck.stop:
-						return
-					}
-				}
-			}
-			last = time.Now()
-			if err := ck.rewrite(); err != nil {
-				ck.mu.Lock()
-				ck.werr = cmp.Or(ck.werr, err)
-				ck.mu.Unlock()
-			}
-		}
+		ck.stopped <- resume.Loop{Asked: ck.led.Asked(), Commit: func(context.Context) error { return ck.rewrite() }}.Run(ctx)
 	}()
 	return nil
 }
@@ -362,15 +328,12 @@ func (ck *checkpoint) start() error {
 // finish stops the rewrites and writes the last checkpoint, which is
 // complete when the feed read its whole input and every element is done.
 func (ck *checkpoint) finish() error {
-	close(ck.stop)
-	<-ck.stopped
+	ck.stop()
+	werr := <-ck.stopped
 	ck.mu.Lock()
 	ck.clean = true
 	ck.mu.Unlock()
-	err := ck.rewrite()
-	ck.mu.Lock()
-	defer ck.mu.Unlock()
-	return cmp.Or(ck.werr, err)
+	return cmp.Or(werr, ck.rewrite())
 }
 
 // rewrite takes a snapshot and, if anything changed, writes it to FILE:
@@ -398,18 +361,14 @@ func (ck *checkpoint) write(f checkpointFile, syncs []*os.File) error {
 			return fmt.Errorf("-failed: %v", err)
 		}
 	}
-	data, err := json.Marshal(f)
-	if err != nil {
-		return err
-	}
-	return writeFileSync(ck.path, append(data, '\n'))
+	return resume.WriteCheckpoint(ck.path, "feed", f)
 }
 
 // snapshot returns what FILE is to hold now, and the ledger's snapshot,
 // or changed false if FILE holds it already. It waits until every Write
 // to the -failed files begun has been reported, and lets none begin
 // meanwhile, so that their sizes cover exactly the elements done.
-func (ck *checkpoint) snapshot() (f checkpointFile, s ledger.Snapshot, syncs []*os.File, changed bool) {
+func (ck *checkpoint) snapshot() (f checkpointFile, s resume.Snapshot, syncs []*os.File, changed bool) {
 	ck.mu.Lock()
 	defer ck.mu.Unlock()
 	ck.snapping = true
@@ -442,36 +401,4 @@ func (ck *checkpoint) snapshot() (f checkpointFile, s ledger.Snapshot, syncs []*
 		}
 	}
 	return f, s, syncs, true
-}
-
-// writeFileSync writes data to path whole, or leaves path as it was: it
-// writes a temporary file beside it, syncs it, renames it over path and
-// syncs the directory.
-func writeFileSync(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -115,8 +114,7 @@ func (s *applyServer) counts() map[string]int {
 func covered(t *testing.T, path string, array bool) int {
 	t.Helper()
 	var ck checkpointFile
-	data, err := os.ReadFile(path)
-	if err != nil || json.Unmarshal(data, &ck) != nil {
+	if readState(path, "feed", &ck) != nil {
 		return 0
 	}
 	n := int64(ck.Line - 1)
@@ -286,7 +284,7 @@ func TestFeedCheckpointResumesAfterKill(t *testing.T) {
 			t.Logf("kill after %d answers: %d applied before, %d after; %d puts re-sent, %d increments of unknown outcome, %d of them never applied",
 				tc.holdAt, len(before), len(after), resent, unknown, unapplied)
 			var ck checkpointFile
-			if data, err := os.ReadFile(ckPath); err != nil || json.Unmarshal(data, &ck) != nil || !ck.Complete {
+			if err := readState(ckPath, "feed", &ck); err != nil || !ck.Complete {
 				t.Errorf("the checkpoint after the resumed feed: %+v, %v; want it complete", ck, err)
 			}
 		})

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,7 +17,7 @@ import (
 	"time"
 
 	"github.com/seed32e55400/retries/feed"
-	"github.com/seed32e55400/retries/internal/ledger"
+	"github.com/seed32e55400/retries/resume"
 	"github.com/seed32e55400/retries/visit"
 )
 
@@ -226,15 +225,20 @@ func copyExit(ctx context.Context, res feed.Report, verr, serr error, cp *copier
 // readCopyCheckpoint reads the checkpoint at path, if there is one, for
 // the copy that ck describes.
 func readCopyCheckpoint(path string, ck copyCheckpoint) (copyCheckpoint, bool, error) {
-	data, err := os.ReadFile(path)
+	c, err := resume.ReadCheckpoint(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return ck, false, nil
+	case errors.Is(err, resume.ErrNotCheckpoint):
+		return ck, false, fmt.Errorf("%s is not a checkpoint of retries copy", path)
 	case err != nil:
 		return ck, false, err
 	}
 	var prev copyCheckpoint
-	if err := json.Unmarshal(data, &prev); err != nil || prev.Version != 1 {
+	if err := c.Decode("copy", &prev); err != nil {
+		return ck, false, err
+	}
+	if prev.Version != 1 {
 		return ck, false, fmt.Errorf("%s is not a checkpoint of retries copy", path)
 	}
 	if prev.Cluster != ck.Cluster || prev.Selection != ck.Selection || prev.FieldSet != ck.FieldSet {
@@ -268,7 +272,7 @@ const (
 // checkpoint holds the progress of the last page all of whose documents,
 // and those of every page before it, are done: the ledger's watermark.
 type copier struct {
-	led     *ledger.Ledger
+	led     *resume.Ledger
 	base    int64 // the documents done before the copy resumed
 	path    string
 	failed  *os.File
@@ -287,7 +291,7 @@ type copier struct {
 	ended   bool // the visit ended
 	vdone   bool // and was complete
 	ck      copyCheckpoint
-	stop    chan struct{}
+	stop    context.CancelFunc // ends the saves
 	stopped chan struct{}
 }
 
@@ -299,7 +303,7 @@ type copyMark struct {
 }
 
 func newCopier(ck copyCheckpoint, path string, failed *os.File) *copier {
-	cp := &copier{led: ledger.New(nil), base: ck.Documents, path: path, failed: failed, ck: ck,
+	cp := &copier{led: resume.New(nil), base: ck.Documents, path: path, failed: failed, ck: ck,
 		queues: map[int][]visit.Document{}, ords: map[int][]int64{}}
 	cp.changed = sync.NewCond(&cp.mu)
 	return cp
@@ -448,24 +452,16 @@ func (cp *copier) done(o feed.Operation, _ feed.Result, err error) {
 // startSaving writes the checkpoint every copySaveEvery until
 // stopSaving.
 func (cp *copier) startSaving() {
-	cp.stop, cp.stopped = make(chan struct{}), make(chan struct{})
+	ctx, stop := context.WithCancel(context.Background())
+	cp.stop, cp.stopped = stop, make(chan struct{})
 	go func() {
 		defer close(cp.stopped)
-		t := time.NewTicker(copySaveEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-cp.stop:
-				return
-			case <-t.C:
-				_ = cp.save() // the last save says
-			}
-		}
+		_ = resume.Loop{Every: copySaveEvery, Commit: func(context.Context) error { return cp.save() }}.Run(ctx) // the last save says
 	}()
 }
 
 func (cp *copier) stopSaving() {
-	close(cp.stop)
+	cp.stop()
 	<-cp.stopped
 }
 
@@ -498,9 +494,5 @@ func (cp *copier) save() error {
 			return fmt.Errorf("-failed: %v", err)
 		}
 	}
-	data, err := json.Marshal(ck)
-	if err != nil {
-		return err
-	}
-	return writeFileSync(cp.path, append(data, '\n'))
+	return resume.WriteCheckpoint(cp.path, "copy", ck)
 }

@@ -162,7 +162,7 @@ func TestCopyEndsWhenTheDestinationStaysDown(t *testing.T) {
 				t.Fatal(err)
 			}
 			var c copyCheckpoint
-			if data, err := os.ReadFile(ck); err != nil || json.Unmarshal(data, &c) != nil || c.Complete {
+			if err := readState(ck, "copy", &c); err != nil || c.Complete {
 				t.Fatalf("the checkpoint after the outage: %+v, %v", c, err)
 			}
 			p = startCommand(t, "copy", "-q", "-from", src.URL, "-to", dst.URL, "-cluster", "music", "-checkpoint", ck)

@@ -98,7 +98,7 @@ func TestCopyCommand(t *testing.T) {
 		t.Errorf("%.0f %% of the puts came from the slice of the put before: not interleaved", 100*share)
 	}
 	var c copyCheckpoint
-	if data, err := os.ReadFile(ck); err != nil || json.Unmarshal(data, &c) != nil || !c.Complete || c.Documents != 4000 {
+	if err := readState(ck, "copy", &c); err != nil || !c.Complete || c.Documents != 4000 {
 		t.Errorf("the checkpoint: %+v, %v; want complete after 4000 documents", c, err)
 	}
 	stderr.Reset()
@@ -142,10 +142,7 @@ func TestCopyKilledTwice(t *testing.T) {
 			}
 		}
 		var c copyCheckpoint
-		data, err := os.ReadFile(ck)
-		if err == nil {
-			err = json.Unmarshal(data, &c)
-		}
+		err := readState(ck, "copy", &c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,7 +208,7 @@ func TestCopyFailed(t *testing.T) {
 			t.Fatalf("-failed %v: runCopy() = %v, want exit 1; stderr:\n%s", withFailed, err, stderr.String())
 		}
 		var c copyCheckpoint
-		if data, err := os.ReadFile(ck); err != nil || json.Unmarshal(data, &c) != nil {
+		if err := readState(ck, "copy", &c); err != nil {
 			t.Fatalf("the checkpoint: %v", err)
 		}
 		if !withFailed {

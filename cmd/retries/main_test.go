@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/seed32e55400/retries/resume"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -401,4 +403,13 @@ func deadURL(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return "http://" + addr
+}
+
+// readState reads the checkpoint at path, of kind, into v.
+func readState(path, kind string, v any) error {
+	c, err := resume.ReadCheckpoint(path)
+	if err != nil {
+		return err
+	}
+	return c.Decode(kind, v)
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seed32e55400/retries/resume"
 	"github.com/seed32e55400/retries/visit"
 )
 
@@ -168,11 +169,7 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		ck.OutputSize, ck.Documents, ck.Progress, ck.Complete = size, prog.docs.Load(), p, p.Complete()
-		data, err := json.Marshal(ck)
-		if err != nil {
-			return err
-		}
-		return writeFileSync(f.checkpoint, append(data, '\n'))
+		return resume.WriteCheckpoint(f.checkpoint, "visit", ck)
 	}
 	p, err := c.Visit(ctx, ck.Progress, func(pg visit.Page) error {
 		for _, d := range pg.Documents {
@@ -235,11 +232,16 @@ func fieldsOrEmpty(f json.RawMessage) json.RawMessage {
 // covers, so that no document is written twice.
 func openVisitOutput(path, ckPath string, ck visitCheckpoint) (*os.File, visitCheckpoint, bool, error) {
 	if ckPath != "" {
-		data, err := os.ReadFile(ckPath)
+		c, err := resume.ReadCheckpoint(ckPath)
 		switch {
+		case errors.Is(err, resume.ErrNotCheckpoint):
+			return nil, ck, false, fmt.Errorf("%s is not a checkpoint of retries visit", ckPath)
 		case err == nil:
 			var prev visitCheckpoint
-			if err := json.Unmarshal(data, &prev); err != nil || prev.Version != 1 {
+			if err := c.Decode("visit", &prev); err != nil {
+				return nil, ck, false, err
+			}
+			if prev.Version != 1 {
 				return nil, ck, false, fmt.Errorf("%s is not a checkpoint of retries visit", ckPath)
 			}
 			if prev.Cluster != ck.Cluster || prev.Selection != ck.Selection || prev.FieldSet != ck.FieldSet || prev.Output != ck.Output {

@@ -67,7 +67,7 @@ func TestCheckpointEndpoints(t *testing.T) {
 		t.Errorf("the checkpoint holds the password: %s", data)
 	}
 	var vc visitCheckpoint
-	if err := json.Unmarshal(data, &vc); err != nil {
+	if err := readState(ck, "visit", &vc); err != nil {
 		t.Fatal(err)
 	}
 	vc.Complete, vc.Progress.Done[0] = false, false // as if interrupted
@@ -111,5 +111,40 @@ func TestCheckpointEndpoints(t *testing.T) {
 	}
 	if len(dstB.Applied()) != 0 {
 		t.Errorf("the refused copy sent %d puts to the other destination", len(dstB.Applied()))
+	}
+}
+
+// TestCheckpointOfAnotherCommand: each command given the checkpoint of
+// another says whose it is (exit 2), and leaves it as it was.
+func TestCheckpointOfAnotherCommand(t *testing.T) {
+	t.Parallel()
+	srv := visittest.New(t, 10, 2, nil)
+	dst := feedtest.New(t, nil)
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(input, []byte(`{"put":"id:music:music::1","fields":{}}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runs := map[string][]string{
+		"feed":  {"feed", "-q", "-url", dst.URL, input},
+		"visit": {"visit", "-q", "-url", srv.URL, "-cluster", "music", "-o", filepath.Join(dir, "out.jsonl")},
+		"copy":  {"copy", "-q", "-from", srv.URL, "-to", dst.URL, "-cluster", "music"},
+	}
+	for made, args := range runs {
+		ck := filepath.Join(dir, made+".ck")
+		if code, _, stderr := runCmd(t, append(args, "-checkpoint", ck)...); code != 0 {
+			t.Fatalf("%s: exit %d:\n%s", made, code, stderr)
+		}
+		before, _ := os.ReadFile(ck)
+		for other, args := range runs {
+			if other == made {
+				continue
+			}
+			code, _, stderr := runCmd(t, append(args, "-checkpoint", ck)...)
+			want := ck + " is a checkpoint of retries " + made + ", not of retries " + other
+			if after, _ := os.ReadFile(ck); code != exitUsage || !strings.Contains(stderr, want) || !bytes.Equal(before, after) {
+				t.Errorf("%s with %s's checkpoint: exit %d, stderr:\n%s\nwant 2, %q and the checkpoint untouched", other, made, code, stderr, want)
+			}
+		}
 	}
 }

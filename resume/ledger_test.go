@@ -1,4 +1,4 @@
-package ledger
+package resume
 
 import (
 	"context"
@@ -110,8 +110,8 @@ func TestReserveEndsWithContext(t *testing.T) {
 }
 
 // TestCarriedReservations: an earlier feed's reservations are reported by
-// SentBefore once read, stay in the snapshot until done (read or not), and
-// are durable from the start.
+// SentBefore once read, refused by Reserve, stay in the snapshot until done
+// (read or not), and are durable from the start.
 func TestCarriedReservations(t *testing.T) {
 	l := New([]Run{{1, 1}, {5, 6}})
 	for i := range 3 {
@@ -123,8 +123,8 @@ func TestCarriedReservations(t *testing.T) {
 	if want := []Run{{1, 1}, {5, 6}}; !slices.Equal(l.Snapshot().Reserved, want) {
 		t.Errorf("Reserved = %v, want %v", l.Snapshot().Reserved, want)
 	}
-	if err := l.Reserve(context.Background(), 1); err != nil {
-		t.Errorf("Reserve of a carried reservation = %v, want nil at once", err)
+	if err := l.Reserve(context.Background(), 1); !errors.Is(err, ErrSentBefore) {
+		t.Errorf("Reserve of a carried reservation = %v, want ErrSentBefore at once: it is not sent again", err)
 	}
 	l.Done(0)
 	l.Done(1)

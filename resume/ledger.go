@@ -1,8 +1,20 @@
-// Package ledger keeps account of a stream of elements fed in order while
-// their outcomes come back in any order: which are done, the watermark
-// below which all are, and which elements not safe to repeat may have been
-// sent. A resumable feed keeps one per input: the checkpoint of the feed
-// command for a file, the Kafka member for each partition.
+package resume
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+)
+
+// Run is a run of ordinals, first to last inclusive.
+type Run [2]int64
+
+// Ledger keeps account of a stream of elements fed in order while their
+// outcomes come back in any order: which are done, the watermark below
+// which all are, and which elements not safe to repeat may have been sent.
+// A resumable feed keeps one per input: one for a file, one for each
+// Kafka partition.
 //
 // Elements are numbered by ordinals, from 0 at the watermark the feed
 // started from, in the order they are read; each has a position of the
@@ -13,19 +25,8 @@
 // reservations on record that are not done are exactly the elements that
 // may have been applied: the resumed feed reports them as of unknown
 // outcome and sends none of them again.
-package ledger
-
-import (
-	"context"
-	"slices"
-	"sync"
-)
-
-// Run is a run of ordinals, first to last inclusive.
-type Run [2]int64
-
-// Ledger is the account of one stream. Its methods are safe for
-// concurrent use.
+//
+// Its methods are safe for concurrent use.
 type Ledger struct {
 	mu      sync.Mutex
 	first   int64   // the ordinal of entries[0]
@@ -176,15 +177,25 @@ func (l *Ledger) EndedBefore(ord int64) bool {
 	return e != nil && e.ended
 }
 
+// ErrSentBefore is why an element not safe to repeat is not sent: an
+// earlier run reserved it, and may have sent it. Its outcome is unknown.
+var ErrSentBefore = errors.New("it may have been in flight when an earlier run stopped")
+
 // Reserve asks for the element ord to be reserved and waits until a
 // committed snapshot holds the reservation, or ctx ends. A reservation
-// already durable returns at once.
+// already durable returns at once. An element that an earlier run
+// reserved (SentBefore) is not reserved again: Reserve returns
+// ErrSentBefore, and the caller does not send it.
 func (l *Ledger) Reserve(ctx context.Context, ord int64) error {
 	l.mu.Lock()
 	e := l.entry(ord)
 	if e == nil {
 		l.mu.Unlock()
 		return nil // below the watermark: done
+	}
+	if e.carried {
+		l.mu.Unlock()
+		return ErrSentBefore
 	}
 	if e.gen == 0 {
 		e.gen = l.gen + 1
