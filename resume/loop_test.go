@@ -32,7 +32,7 @@ func TestLoop(t *testing.T) {
 			}}.Run(ctx)
 		}()
 		time.Sleep(2500 * time.Millisecond) // commits at 1 s and 2 s
-		asked <- struct{}{}                  // at 2.5 s: a commit at once, the last was 0.5 s ago
+		asked <- struct{}{}                 // at 2.5 s: a commit at once, the last was 0.5 s ago
 		time.Sleep(time.Millisecond)
 		asked <- struct{}{} // at 2.501 s: 10 ms after the one before
 		time.Sleep(100 * time.Millisecond)

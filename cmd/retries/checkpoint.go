@@ -25,7 +25,6 @@ const (
 	checkpointVersion = 2
 )
 
-
 // checkpointFile is what -checkpoint FILE holds: which input it is of,
 // where the input is fed up to, and what is done and may have been sent
 // past that. Ordinals count the input's elements (operations and invalid
