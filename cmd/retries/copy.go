@@ -6,14 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
-	"iter"
 	"math"
 	"os"
-	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/seed32e55400/retries/feed"
@@ -50,21 +45,6 @@ func addCopyFlags(fs *flag.FlagSet, f *copyFlags) {
 	fs.StringVar(&f.fromCA, "from-ca", "", "trust the CA certificates of this PEM `FILE` for the source instead of the system's")
 	addSendFlags(fs, &f.to)
 	fs.Lookup("max-outage").Usage = "end the copy when the source or the destination has been out for this long; 0: wait for ever"
-}
-
-// copyCheckpoint is what -checkpoint FILE of a copy holds: what is
-// copied, and the visit's progress past every document the destination
-// acknowledged (or that went to -failed).
-type copyCheckpoint struct {
-	Version   int            `json:"version"`
-	Cluster   string         `json:"cluster"`
-	Selection string         `json:"selection,omitempty"`
-	FieldSet  string         `json:"field_set,omitempty"`
-	From      []string       `json:"from,omitempty"` // the endpoints; none in a checkpoint of an older version
-	To        []string       `json:"to,omitempty"`
-	Documents int64          `json:"documents"` // done before this point: acknowledged, or written to -failed
-	Progress  visit.Progress `json:"progress"`
-	Complete  bool           `json:"complete,omitempty"`
 }
 
 // runCopy is the copy command.
@@ -116,28 +96,25 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return usageErrorf("copy: -from: %v", err)
 	}
-	ck := copyCheckpoint{Version: 1, Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet, From: endpoints(f.from), To: endpoints(f.to.urls)}
-	resumed := false
+	of := resume.CopyOf{Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet, From: endpoints(f.from), To: endpoints(f.to.urls)}
+	cp, err := resume.OpenCopy(f.checkpoint, of, f.slices)
+	if err != nil {
+		return setupErrorf("copy: -checkpoint: %v", err)
+	}
+	if cp.Complete() {
+		fmt.Fprintf(stderr, "retries copy: %s says the copy is complete: nothing to copy (remove it to copy again)\n", f.checkpoint)
+		return nil
+	}
+	if cp.Resumed() {
+		fmt.Fprintf(stderr, "retries copy: resuming from %s: %d documents copied before\n", f.checkpoint, cp.Stats().Before)
+	}
 	if f.checkpoint != "" {
-		if ck, resumed, err = readCopyCheckpoint(f.checkpoint, ck); err != nil {
-			return setupErrorf("copy: -checkpoint: %v", err)
-		}
-		if ck.Complete {
-			fmt.Fprintf(stderr, "retries copy: %s says the copy is complete: nothing to copy (remove it to copy again)\n", f.checkpoint)
-			return nil
-		}
-		if n := ck.Progress.Slices; n != 0 && n != f.slices {
-			return setupErrorf("copy: -checkpoint %s is of a copy in %d slices: give -slices %d (a continuation token holds only for its slicing)", f.checkpoint, n, n)
-		}
-		if resumed {
-			fmt.Fprintf(stderr, "retries copy: resuming from %s: %d documents copied before\n", f.checkpoint, ck.Documents)
-		}
 		cfg.Resumable = true // what was not sent is visited again
 	}
 	var failed *os.File
 	if f.to.failed != "" {
 		flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-		if resumed {
+		if cp.Resumed() {
 			flags = os.O_WRONLY | os.O_CREATE | os.O_APPEND // what the copies before wrote stays
 		}
 		if failed, err = os.OpenFile(f.to.failed, flags, 0o644); err != nil {
@@ -146,46 +123,28 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		defer failed.Close()
 		cfg.Failed = failed
 	}
-	cp := newCopier(ck, f.checkpoint, failed)
-	cfg.ProgressLine = func(p feed.Progress) string { return cp.line(p, src.Stats(), f.slices, f.to.maxOutage) }
-	cfg.ProgressKeys = func() map[string]any { return cp.keys(src.Stats(), f.slices) }
+	cfg.ProgressLine = func(p feed.Progress) string { return copyLine(p, cp.Stats(), src.Stats(), f.slices, f.to.maxOutage) }
+	cfg.ProgressKeys = func() map[string]any { return copyKeys(cp.Stats(), src.Stats(), f.slices) }
 	dst, err := feed.New(cfg)
 	if err != nil {
 		return usageErrorf("copy: -to: %v", err)
 	}
 	defer dst.Close()
-	if err := cp.save(); err != nil {
+	start := time.Now()
+	r, err := cp.Run(ctx, src, dst, failed)
+	if err != nil {
 		return setupErrorf("copy: -checkpoint: %v", err)
 	}
-	start := time.Now()
-	vctx, stopVisit := context.WithCancel(ctx)
-	defer stopVisit()
-	// The visit ends when the feed stops, whatever stopped it: a page
-	// waiting for room in the queue is woken, as nothing takes from the
-	// queue any more.
-	defer context.AfterFunc(vctx, cp.end)()
-	visited := make(chan error, 1)
-	go func() {
-		p, err := src.Visit(vctx, ck.Progress, cp.page)
-		cp.visitDone(p, err)
-		visited <- err
-	}()
-	cp.startSaving()
-	_ = dst.Feed(ctx, cp.ops(vctx), cp.done) // the report says what the error would
-	stopVisit()
-	verr := <-visited
-	cp.stopSaving()
-	res := dst.Report()
-	serr := cp.save()
-	if _, err := stdout.Write(res.Summary()); err != nil {
+	if _, err := stdout.Write(r.Report.Summary()); err != nil {
 		return err
 	}
-	return copyExit(ctx, res, verr, serr, cp, f.checkpoint, time.Since(start), stderr)
+	return copyExit(ctx, r, cp.Stats(), f.checkpoint, time.Since(start), stderr)
 }
 
 // copyExit says how a copy ended, and returns the command's exit.
-func copyExit(ctx context.Context, res feed.Report, verr, serr error, cp *copier, path string, took time.Duration, stderr io.Writer) error {
-	visited, acked := cp.visited.Load(), cp.acked.Load()
+func copyExit(ctx context.Context, r resume.CopyResult, st resume.CopyStats, path string, took time.Duration, stderr io.Writer) error {
+	res, verr, serr := r.Report, r.Visit, r.Checkpoint
+	visited, acked := st.Visited, st.Acknowledged
 	if serr != nil {
 		fmt.Fprintf(stderr, "retries copy: -checkpoint: %v; %s may be behind the copy\n", serr, path)
 	}
@@ -201,10 +160,10 @@ func copyExit(ctx context.Context, res feed.Report, verr, serr error, cp *copier
 		fmt.Fprintf(stderr, "retries copy: the source: %v\n", verr)
 	}
 	switch {
-	case verr == nil && res.Complete() && serr == nil:
+	case r.Complete():
 		fmt.Fprintf(stderr, "retries copy: %d documents visited and acknowledged in %.1fs", visited, took.Seconds())
-		if cp.base > 0 {
-			fmt.Fprintf(stderr, "; %d in all, with the copies before the resume", cp.doneInAll())
+		if st.Before > 0 {
+			fmt.Fprintf(stderr, "; %d in all, with the copies before the resume", st.Done)
 		}
 		fmt.Fprintln(stderr)
 		return nil
@@ -222,131 +181,21 @@ func copyExit(ctx context.Context, res feed.Report, verr, serr error, cp *copier
 	return errSilent
 }
 
-// readCopyCheckpoint reads the checkpoint at path, if there is one, for
-// the copy that ck describes.
-func readCopyCheckpoint(path string, ck copyCheckpoint) (copyCheckpoint, bool, error) {
-	c, err := resume.ReadCheckpoint(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return ck, false, nil
-	case errors.Is(err, resume.ErrNotCheckpoint):
-		return ck, false, fmt.Errorf("%s is not a checkpoint of retries copy", path)
-	case err != nil:
-		return ck, false, err
-	}
-	var prev copyCheckpoint
-	if err := c.Decode("copy", &prev); err != nil {
-		return ck, false, err
-	}
-	if prev.Version != 1 {
-		return ck, false, fmt.Errorf("%s is not a checkpoint of retries copy", path)
-	}
-	if prev.Cluster != ck.Cluster || prev.Selection != ck.Selection || prev.FieldSet != ck.FieldSet {
-		return ck, false, fmt.Errorf("%s was made for another copy (-cluster, -selection or -field-set differ): remove it to copy again", path)
-	}
-	switch {
-	case prev.From != nil && !slices.Equal(prev.From, ck.From):
-		return ck, false, fmt.Errorf("%s was made for a copy from other endpoints (-from differs): its continuation tokens are of another Vespa; give the -from it had, or remove it to copy again", path)
-	case prev.To != nil && !slices.Equal(prev.To, ck.To):
-		return ck, false, fmt.Errorf("%s was made for a copy to other endpoints (-to differs): the documents copied before went there, and the new destination would never get them; give the -to it had, or remove it to copy again", path)
-	}
-	prev.From, prev.To = ck.From, ck.To
-	return prev, true, nil
-}
+// copyPage is the documents a slice's page asks for: with the copy's
+// queue (512 documents) and its checkpoints (4 a second) it bounds what a
+// copy killed visits again (resume.Copier).
+const copyPage = 128
 
-// copyQueued bounds the documents visited and not yet taken by the feed,
-// and copySaveEvery is the time between checkpoints: together with the
-// slices' pages (copyPage documents each) they bound what a copy killed
-// visits again: with 1 024 queued and pages of 256, a copy at 2 000
-// documents a second visited 1.27 times the corpus over two kills.
-const (
-	copyPage      = 128
-	copyQueued    = 512
-	copySaveEvery = 250 * time.Millisecond
-)
-
-// copier moves documents from the visit to the feed, and the checkpoint
-// past those the destination acknowledged. Each document visited gets an
-// element of a ledger, in the order the visit hands them out; the feed
-// takes them interleaved across the slices, and its done marks them. The
-// checkpoint holds the progress of the last page all of whose documents,
-// and those of every page before it, are done: the ledger's watermark.
-type copier struct {
-	led     *resume.Ledger
-	base    int64 // the documents done before the copy resumed
-	path    string
-	failed  *os.File
-	visited atomic.Int64
-	acked   atomic.Int64
-	slices  atomic.Int64 // done, as the last page handed out says
-
-	mu      sync.Mutex
-	changed *sync.Cond
-	queues  map[int][]visit.Document // per slice: documents to feed, in order
-	ords    map[int][]int64          // and their ordinals
-	ring    []int                    // the slices with documents queued, in turn
-	queued  int
-	next    int64 // the next ordinal
-	marks   []copyMark
-	ended   bool // the visit ended
-	vdone   bool // and was complete
-	ck      copyCheckpoint
-	stop    context.CancelFunc // ends the saves
-	stopped chan struct{}
-}
-
-// copyMark is a page's progress, which holds once the elements up to
-// last are done.
-type copyMark struct {
-	last int64
-	prog visit.Progress
-}
-
-func newCopier(ck copyCheckpoint, path string, failed *os.File) *copier {
-	cp := &copier{led: resume.New(nil), base: ck.Documents, path: path, failed: failed, ck: ck,
-		queues: map[int][]visit.Document{}, ords: map[int][]int64{}}
-	cp.changed = sync.NewCond(&cp.mu)
-	return cp
-}
-
-// page is the visit's: it queues the page's documents, waiting while
-// copyQueued are queued, and notes its progress.
-func (cp *copier) page(pg visit.Page) error {
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	for cp.queued >= copyQueued && !cp.ended {
-		cp.changed.Wait()
-	}
-	if cp.ended {
-		return context.Canceled
-	}
-	if len(pg.Documents) > 0 && len(cp.queues[pg.Slice]) == 0 {
-		cp.ring = append(cp.ring, pg.Slice)
-	}
-	for _, d := range pg.Documents {
-		ord := cp.led.Add(cp.next, 0)
-		cp.next++
-		cp.queues[pg.Slice] = append(cp.queues[pg.Slice], d)
-		cp.ords[pg.Slice] = append(cp.ords[pg.Slice], ord)
-	}
-	cp.queued += len(pg.Documents)
-	cp.visited.Add(int64(len(pg.Documents)))
-	cp.slices.Store(int64(pg.Progress.SlicesDone()))
-	cp.marks = append(cp.marks, copyMark{last: cp.next - 1, prog: pg.Progress})
-	cp.changed.Broadcast()
-	return nil
-}
-
-// line is the copy's progress line, both sides on one: the documents
+// copyLine is the copy's progress line, both sides on one: the documents
 // visited and acknowledged count those of the copies before a resume,
 // "copy 3.0s: 5200 visited (2 of 8 slices done), 5000 acknowledged,
 // 1650/s, 0 failed, 32 in flight", and what each side waits for.
-func (cp *copier) line(p feed.Progress, vs visit.Stats, slices int, maxOutage time.Duration) string {
-	l := fmt.Sprintf("copy %5.1fs: %d visited (%d of %d slices done", p.Elapsed.Seconds(), cp.base+cp.visited.Load(), cp.slices.Load(), slices)
+func copyLine(p feed.Progress, st resume.CopyStats, vs visit.Stats, slices int, maxOutage time.Duration) string {
+	l := fmt.Sprintf("copy %5.1fs: %d visited (%d of %d slices done", p.Elapsed.Seconds(), st.Before+st.Visited, st.SlicesDone, slices)
 	if vs.Throttled > 0 {
 		l += fmt.Sprintf(", %d×429 from the source", vs.Throttled)
 	}
-	l += fmt.Sprintf("), %d acknowledged, %.0f/s, %d failed, %d in flight", cp.base+p.Acknowledged, p.Rate, p.Failed, p.InFlight)
+	l += fmt.Sprintf("), %d acknowledged, %.0f/s, %d failed, %d in flight", st.Before+p.Acknowledged, p.Rate, p.Failed, p.InFlight)
 	if p.Throttled > 0 {
 		l += fmt.Sprintf(", %d×429 from the destination", p.Throttled)
 	}
@@ -359,140 +208,13 @@ func (cp *copier) line(p feed.Progress, vs visit.Stats, slices int, maxOutage ti
 	return l
 }
 
-// keys are the visit's side of a copy's JSON progress reports: the
+// copyKeys are the visit's side of a copy's JSON progress reports: the
 // documents visited (of this run, and before the resume), the slices and
 // those done, the source's 429s, and its failure while requests fail.
-func (cp *copier) keys(vs visit.Stats, slices int) map[string]any {
+func copyKeys(st resume.CopyStats, vs visit.Stats, slices int) map[string]any {
 	return map[string]any{
-		"copy.visited.count": cp.visited.Load(), "copy.resumed.documents": cp.base,
-		"copy.slices": slices, "copy.slices.done": cp.slices.Load(), "copy.source.throttled.count": vs.Throttled,
+		"copy.visited.count": st.Visited, "copy.resumed.documents": st.Before,
+		"copy.slices": slices, "copy.slices.done": st.SlicesDone, "copy.source.throttled.count": vs.Throttled,
 		"copy.source.failing": vs.Failing, "copy.source.failing.seconds": math.Round(vs.FailingFor.Seconds()*10) / 10,
 	}
-}
-
-// doneInAll returns the documents the checkpoint counts done: acknowledged,
-// or written to -failed, the copies before a resume included.
-func (cp *copier) doneInAll() int64 {
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	return cp.ck.Documents
-}
-
-// visitDone records the end of the visit.
-func (cp *copier) visitDone(p visit.Progress, err error) {
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	cp.ended, cp.vdone = true, err == nil && p.Complete()
-	cp.changed.Broadcast()
-}
-
-// end ends the copy's queue: a page waiting for room returns, and ops
-// yields no more once ctx has ended.
-func (cp *copier) end() {
-	cp.mu.Lock()
-	cp.ended = true
-	cp.changed.Broadcast()
-	cp.mu.Unlock()
-}
-
-// ops yields the documents queued as puts, one slice's after another's
-// in turn, until the visit has ended and none is left, or ctx ends (ctx
-// must be the one whose end calls cp.end).
-func (cp *copier) ops(ctx context.Context) iter.Seq2[feed.Operation, error] {
-	return func(yield func(feed.Operation, error) bool) {
-		for {
-			cp.mu.Lock()
-			for len(cp.ring) == 0 && !cp.ended {
-				cp.changed.Wait()
-			}
-			if len(cp.ring) == 0 || ctx.Err() != nil {
-				cp.mu.Unlock()
-				return
-			}
-			s := cp.ring[0]
-			d, ord := cp.queues[s][0], cp.ords[s][0]
-			cp.queues[s], cp.ords[s] = cp.queues[s][1:], cp.ords[s][1:]
-			cp.ring = cp.ring[1:]
-			if len(cp.queues[s]) > 0 {
-				cp.ring = append(cp.ring, s)
-			} else {
-				delete(cp.queues, s)
-				delete(cp.ords, s)
-			}
-			cp.queued--
-			cp.changed.Broadcast()
-			cp.mu.Unlock()
-			op := feed.Operation{Kind: feed.Put, ID: d.ID, Fields: fieldsOrEmpty(d.Fields), Tag: ord}
-			if !yield(op, nil) {
-				return
-			}
-		}
-	}
-}
-
-// done is the feed's: a document acknowledged, or written to -failed, is
-// done; one not sent, or failed without -failed, holds the checkpoint
-// before it, so that a resumed copy sends it again.
-func (cp *copier) done(o feed.Operation, _ feed.Result, err error) {
-	ord, ok := o.Tag.(int64)
-	if !ok {
-		return
-	}
-	var fe *feed.Error
-	switch {
-	case err == nil:
-		cp.acked.Add(1)
-	case cp.failed != nil && errors.As(err, &fe) && !errors.Is(err, feed.ErrNotSent) && !fe.Unknown:
-	default:
-		return
-	}
-	cp.led.Done(ord)
-}
-
-// startSaving writes the checkpoint every copySaveEvery until
-// stopSaving.
-func (cp *copier) startSaving() {
-	ctx, stop := context.WithCancel(context.Background())
-	cp.stop, cp.stopped = stop, make(chan struct{})
-	go func() {
-		defer close(cp.stopped)
-		_ = resume.Loop{Every: copySaveEvery, Commit: func(context.Context) error { return cp.save() }}.Run(ctx) // the last save says
-	}()
-}
-
-func (cp *copier) stopSaving() {
-	cp.stop()
-	<-cp.stopped
-}
-
-// save moves the checkpoint to the last page whose documents, and those
-// of every page before it, are done, and writes it: -failed synced first,
-// then FILE whole under a temporary name, synced and renamed. (It writes
-// it unchanged too: a few times a second is cheap, and a test sees each
-// save.)
-func (cp *copier) save() error {
-	s := cp.led.Snapshot()
-	cp.mu.Lock()
-	for len(cp.marks) > 0 {
-		m := cp.marks[0]
-		if m.last >= 0 && !(m.last < s.Ord || (s.AllDone && m.last <= s.Ord)) {
-			break
-		}
-		cp.ck.Progress, cp.ck.Documents = m.prog, cp.base+m.last+1
-		cp.marks = cp.marks[1:]
-	}
-	if cp.ended && cp.vdone && len(cp.marks) == 0 && cp.ck.Progress.Complete() {
-		cp.ck.Complete = true
-	}
-	ck := cp.ck
-	cp.mu.Unlock()
-	if cp.path == "" {
-		return nil
-	}
-	if cp.failed != nil {
-		if err := cp.failed.Sync(); err != nil {
-			return fmt.Errorf("-failed: %v", err)
-		}
-	}
-	return resume.WriteCheckpoint(cp.path, "copy", ck)
 }

@@ -18,6 +18,21 @@ import (
 	"github.com/seed32e55400/retries/visit/visittest"
 )
 
+
+// copyCheckpoint is the state of a copy's checkpoint as the tests read and
+// write it (resume.Copier's, kind "copy").
+type copyCheckpoint struct {
+	Version   int            `json:"version"`
+	Cluster   string         `json:"cluster"`
+	Selection string         `json:"selection,omitempty"`
+	FieldSet  string         `json:"field_set,omitempty"`
+	From      []string       `json:"from,omitempty"`
+	To        []string       `json:"to,omitempty"`
+	Documents int64          `json:"documents"`
+	Progress  visit.Progress `json:"progress"`
+	Complete  bool           `json:"complete,omitempty"`
+}
+
 // appliedPuts returns how often dst applied a put of each document, and
 // fails t unless each carries the fields visittest gives it ({"n": N}).
 func appliedPuts(t *testing.T, dst *feedtest.Server) (map[int]int, []int) {
@@ -250,7 +265,7 @@ func TestCopyOtherSlicing(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, stderr := runCmd(t, "copy", "-q", "-from", src.URL, "-to", dst.URL, "-cluster", "music", "-slices", "3", "-checkpoint", ck)
-	if code != exitUsage || !strings.Contains(stderr, "is of a copy in 2 slices: give -slices 2") {
+	if code != exitUsage || !strings.Contains(stderr, "is of a copy in 2 slices") {
 		t.Errorf("exit %d, stderr %q; want 2 and -slices 2", code, stderr)
 	}
 }

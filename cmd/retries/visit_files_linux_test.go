@@ -101,8 +101,8 @@ func TestCheckpointEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ from, to, want string }{
-		{b.URL, dstA.URL, "-from differs"},
-		{a.URL, dstB.URL, "-to differs"},
+		{b.URL, dstA.URL, "a copy from other endpoints"},
+		{a.URL, dstB.URL, "a copy to other endpoints"},
 	} {
 		code, _, stderr := runCmd(t, "copy", "-q", "-from", tc.from, "-to", tc.to, "-cluster", "music", "-slices", "8", "-checkpoint", ck)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
