@@ -18,7 +18,6 @@ import (
 	"github.com/seed32e55400/retries/visit/visittest"
 )
 
-
 // copyCheckpoint is the state of a copy's checkpoint as the tests read and
 // write it (resume.Copier's, kind "copy").
 type copyCheckpoint struct {
