@@ -3,12 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/url"
 	"os"
 	"slices"
@@ -52,28 +50,6 @@ func addVisitFlags(fs *flag.FlagSet, f *visitFlags) {
 	fs.BoolVar(&f.quiet, "q", false, "no progress lines (as -progress 0)")
 }
 
-// visitCheckpoint is what -checkpoint FILE of a visit holds: what is
-// visited, the output it goes to, how much of the output the progress
-// covers, and the progress.
-type visitCheckpoint struct {
-	Version    int            `json:"version"`
-	Cluster    string         `json:"cluster"`
-	Selection  string         `json:"selection,omitempty"`
-	FieldSet   string         `json:"field_set,omitempty"`
-	Output     string         `json:"output"`
-	URLs       []string       `json:"urls,omitempty"` // the endpoints visited; none in a checkpoint of an older version
-	OutputSize int64          `json:"output_size"`
-	Documents  int64          `json:"documents"`
-	Progress   visit.Progress `json:"progress"`
-	Complete   bool           `json:"complete,omitempty"`
-}
-
-// visitSaveEvery is the least time between two checkpoints of a visit:
-// what a SIGKILL makes the next visit read again is about that long of it
-// (at 18 000 documents a second, a second was 1.18 times the corpus over
-// two kills).
-const visitSaveEvery = 250 * time.Millisecond
-
 // runVisit is the visit command.
 func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fset := newFlagSet("visit")
@@ -114,93 +90,61 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return usageErrorf("visit: %v", err)
 	}
-	ck := visitCheckpoint{Version: 1, Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet, Output: f.out, URLs: endpoints(f.urls)}
-	out := io.Writer(stdout)
-	var file *os.File
-	created := false // the output is this run's, and is removed if the server refuses the visit
-	if f.out != "" {
-		var size int64 = -1 // the output's before it is cut back to what the checkpoint covers
-		if st, err := os.Stat(f.out); err == nil {
-			size = st.Size()
-		}
-		if file, ck, created, err = openVisitOutput(f.out, f.checkpoint, ck); err != nil {
-			return setupErrorf("visit: %v", err)
-		}
-		defer file.Close()
-		out = file
-		if ck.Complete {
-			fmt.Fprintf(stderr, "retries visit: %s says the visit is complete: nothing to visit (remove it to visit again)\n", f.checkpoint)
-			return nil
-		}
-		if n := ck.Progress.Slices; n != 0 && n != f.slices {
-			return setupErrorf("visit: -checkpoint %s is of a visit in %d slices: give -slices %d (a continuation token holds only for its slicing)", f.checkpoint, n, n)
-		}
-		if ck.Progress.Slices != 0 {
-			fmt.Fprintf(stderr, "retries visit: resuming from %s: %d documents in %s\n", f.checkpoint, ck.Documents, f.out)
-			if size > ck.OutputSize {
-				fmt.Fprintf(stderr, "retries visit: %s cut from %d to %d bytes: what was written after the checkpoint is visited again\n", f.out, size, ck.OutputSize)
-			}
-		}
-	}
-	w := bufio.NewWriterSize(out, 256<<10)
 	if f.quiet {
 		f.progress = 0
 	}
-	// The first piece is saved at once, then one every visitSaveEvery at
-	// most.
-	start, lastSave := time.Now(), time.Time{}
+	start := time.Now()
 	prog := &visitProgress{slices: f.slices, maxOutage: f.maxOutage}
-	prog.docs.Store(ck.Documents) // the documents written, those of the runs before a resume included
-	stopProgress := prog.start(stderr, "visit", f.progress, start, c.Stats)
-	// save makes what was written durable, then the checkpoint that covers
-	// it: the output's size and the progress of the pages in it.
-	save := func(p visit.Progress) error {
-		if err := w.Flush(); err != nil {
-			return err
+	if f.out == "" {
+		// To stdout: nothing to resume.
+		w := bufio.NewWriterSize(stdout, 256<<10)
+		stopProgress := prog.start(stderr, "visit", f.progress, start, c.Stats)
+		_, err = c.Visit(ctx, visit.Progress{}, func(pg visit.Page) error {
+			prog.note(pg)
+			return resume.WritePage(w, pg)
+		})
+		stopProgress()
+		if ferr := w.Flush(); ferr != nil && err == nil {
+			err = fmt.Errorf("writing the output: %w", ferr)
 		}
-		if f.checkpoint == "" {
-			return nil
-		}
-		if err := file.Sync(); err != nil {
-			return err
-		}
-		size, err := file.Seek(0, io.SeekCurrent)
-		if err != nil {
-			return err
-		}
-		ck.OutputSize, ck.Documents, ck.Progress, ck.Complete = size, prog.docs.Load(), p, p.Complete()
-		return resume.WriteCheckpoint(f.checkpoint, "visit", ck)
+		return visitExit(ctx, err, prog, start, stderr)
 	}
-	p, err := c.Visit(ctx, ck.Progress, func(pg visit.Page) error {
-		for _, d := range pg.Documents {
-			id, _ := json.Marshal(d.ID)
-			fmt.Fprintf(w, `{"put":%s,"fields":%s}`+"\n", id, fieldsOrEmpty(d.Fields))
-		}
-		prog.note(pg)
-		now := time.Now()
-		if now.Sub(lastSave) >= visitSaveEvery {
-			lastSave = now
-			if err := save(pg.Progress); err != nil {
-				return fmt.Errorf("writing the output or the checkpoint: %w", err)
-			}
-		}
+	v, err := resume.OpenVisit(f.checkpoint, resume.VisitOf{Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet, URLs: endpoints(f.urls), Output: f.out}, f.slices)
+	if err != nil {
+		return setupErrorf("visit: %v", err)
+	}
+	defer v.Close()
+	if v.Complete() {
+		fmt.Fprintf(stderr, "retries visit: %s says the visit is complete: nothing to visit (remove it to visit again)\n", f.checkpoint)
 		return nil
-	})
+	}
+	if v.Resumed() {
+		fmt.Fprintf(stderr, "retries visit: resuming from %s: %d documents in %s\n", f.checkpoint, v.Documents(), f.out)
+		if from, to := v.Cut(); from > to {
+			fmt.Fprintf(stderr, "retries visit: %s cut from %d to %d bytes: what was written after the checkpoint is visited again\n", f.out, from, to)
+		}
+	}
+	prog.docs.Store(v.Documents()) // the documents written, those of the runs before a resume included
+	stopProgress := prog.start(stderr, "visit", f.progress, start, c.Stats)
+	err = v.Run(ctx, c, prog.note)
 	stopProgress()
 	var se *visit.StatusError
-	if errors.As(err, &se) && created && prog.docs.Load() == 0 {
+	if errors.As(err, &se) && v.Created() && v.Documents() == 0 {
 		// A refused visit (a cluster the server does not have) leaves
 		// nothing behind.
-		file.Close()
+		v.Close()
 		os.Remove(f.out)
 		if f.checkpoint != "" {
 			os.Remove(f.checkpoint) // there was none before this run
 		}
 		return setupErrorf("%v", err)
 	}
-	if serr := save(p); serr != nil && err == nil {
-		err = fmt.Errorf("writing the output or the checkpoint: %w", serr)
-	}
+	return visitExit(ctx, err, prog, start, stderr)
+}
+
+// visitExit says how a visit ended, and returns the command's exit.
+func visitExit(ctx context.Context, err error, prog *visitProgress, start time.Time, stderr io.Writer) error {
+	var se *visit.StatusError
 	switch {
 	case err == nil:
 		fmt.Fprintf(stderr, "retries visit: %d documents, every slice visited, in %.1fs\n", prog.docs.Load(), time.Since(start).Seconds())
@@ -216,66 +160,6 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stderr, "retries visit: %s\n", strings.TrimPrefix(err.Error(), "visit: "))
 	return errSilent
-}
-
-// fieldsOrEmpty returns the fields of a document, or {} for none.
-func fieldsOrEmpty(f json.RawMessage) json.RawMessage {
-	if len(f) == 0 {
-		return json.RawMessage("{}")
-	}
-	return f
-}
-
-// openVisitOutput opens the output path for a visit whose checkpoint is
-// at ckPath (or none), and reports whether it created it: a new visit
-// creates it; a resumed one cuts it back to the size the checkpoint
-// covers, so that no document is written twice.
-func openVisitOutput(path, ckPath string, ck visitCheckpoint) (*os.File, visitCheckpoint, bool, error) {
-	if ckPath != "" {
-		c, err := resume.ReadCheckpoint(ckPath)
-		switch {
-		case errors.Is(err, resume.ErrNotCheckpoint):
-			return nil, ck, false, fmt.Errorf("%s is not a checkpoint of retries visit", ckPath)
-		case err == nil:
-			var prev visitCheckpoint
-			if err := c.Decode("visit", &prev); err != nil {
-				return nil, ck, false, err
-			}
-			if prev.Version != 1 {
-				return nil, ck, false, fmt.Errorf("%s is not a checkpoint of retries visit", ckPath)
-			}
-			if prev.Cluster != ck.Cluster || prev.Selection != ck.Selection || prev.FieldSet != ck.FieldSet || prev.Output != ck.Output {
-				return nil, ck, false, fmt.Errorf("%s was made for another visit (-cluster, -selection, -field-set or -o differ): remove it to visit again", ckPath)
-			}
-			if prev.URLs != nil && !slices.Equal(prev.URLs, ck.URLs) {
-				return nil, ck, false, fmt.Errorf("%s was made for a visit of other endpoints (-url differs): a continuation token of one Vespa means nothing to another, and the output would mix two corpora; give the -url it had, or remove it to visit again", ckPath)
-			}
-			prev.URLs = ck.URLs
-			file, err := os.OpenFile(path, os.O_RDWR, 0)
-			if err != nil {
-				return nil, ck, false, err
-			}
-			st, err := file.Stat()
-			if err == nil && st.Size() < prev.OutputSize {
-				err = fmt.Errorf("%s holds %d bytes, fewer than the %d the checkpoint covers", path, st.Size(), prev.OutputSize)
-			}
-			if err == nil {
-				err = file.Truncate(prev.OutputSize)
-			}
-			if err == nil {
-				_, err = file.Seek(prev.OutputSize, io.SeekStart)
-			}
-			if err != nil {
-				file.Close()
-				return nil, ck, false, err
-			}
-			return file, prev, false, nil
-		case !errors.Is(err, fs.ErrNotExist):
-			return nil, ck, false, err
-		}
-	}
-	file, err := os.Create(path)
-	return file, ck, err == nil, err
 }
 
 // endpoints returns urls as a checkpoint records them: sorted, without
