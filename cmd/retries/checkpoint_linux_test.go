@@ -19,6 +19,7 @@ import (
 	"unsafe"
 
 	"github.com/seed32e55400/retries/feed"
+	"github.com/seed32e55400/retries/resume"
 )
 
 // renames returns a channel that receives the name of each file renamed
@@ -107,6 +108,14 @@ func (s *applyServer) counts() map[string]int {
 		c[k] = v
 	}
 	return c
+}
+
+// checkpointFile is what the tests read of a feed's checkpoint state
+// (resume.FileFeed's, kind "feed").
+type checkpointFile struct {
+	Line     int          `json:"line"`
+	Done     []resume.Run `json:"done,omitempty"`
+	Complete bool         `json:"complete,omitempty"`
 }
 
 // covered returns how many elements of an input of one element a line

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/seed32e55400/retries/feed"
+	"github.com/seed32e55400/retries/resume"
 )
 
 // The feed command's bounds; its defaults are package feed's.
@@ -203,16 +204,14 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return err
 	}
 	in := stdin
-	inFile, _ := stdin.(*os.File)
 	if pos[0] != "-" {
 		file, err := os.Open(pos[0])
 		if err != nil {
 			return setupErrorf("feed: %v", err)
 		}
 		defer file.Close()
-		in, inFile = file, file
+		in = file
 	}
-	var ck *checkpoint
 	if f.checkpoint != "" {
 		if pos[0] == "-" {
 			return usageErrorf("feed: -checkpoint needs a named input FILE: stdin cannot be resumed")
@@ -220,17 +219,14 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		if f.failed != "" && sameFile(f.checkpoint, f.failed, ".unknown", ".unread", ".partial", ".unknown.partial", ".unread.partial") {
 			return usageErrorf("feed: -checkpoint %s is one of the files of -failed %s: name another", f.checkpoint, f.failed)
 		}
-		if ck, err = openCheckpoint(f.checkpoint, inFile, f.failed); err != nil {
-			return setupErrorf("feed: -checkpoint: %v", err)
-		}
 	}
-	var files *feedFiles
-	if f.failed != "" {
-		files = newFeedFiles(f.failed)
-		if err := files.checkInput(inFile); err != nil {
-			return usageErrorf("feed: -failed: %v", err)
-		}
-		cfg.Failed, cfg.Unknown, cfg.Unread = &files.failed, &files.unknown, &files.unread
+	ff, err := resume.OpenFileFeed(resume.FileFeedConfig{Input: in, Checkpoint: f.checkpoint, Failed: f.failed})
+	var ie *resume.InputError
+	switch {
+	case errors.As(err, &ie):
+		return usageErrorf("feed: -failed: %v", err)
+	case err != nil:
+		return setupErrorf("feed: -checkpoint: %v", err)
 	}
 	var progress fileWriter // created once the flags are known to be good
 	if f.progressFile != "" {
@@ -240,21 +236,18 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return usageErrorf("feed: -url: %v", err)
 	}
-	ops := feed.Read(in)
-	var done func(feed.Operation, feed.Result, error)
-	if ck != nil {
-		if ops, err = ck.read(inFile); err != nil {
-			return setupErrorf("feed: -checkpoint: %v", err)
-		}
-		done = ck.done
-		fd.Close() // it checked the flags; the one resumeFeed makes has what the checkpoint sets
-		if fd, err = resumeFeed(ck, files, cfg, f.checkpoint, stderr); err != nil {
-			return err
-		}
-	} else if files != nil {
-		if err := files.open(); err != nil {
-			return setupErrorf("feed: -failed: %v", err)
-		}
+	fd.Close() // it checked the flags; the one fed has what the feed's files set
+	if cfg, err = ff.Configure(cfg); err != nil {
+		return setupErrorf("feed: -failed: %v", err)
+	}
+	if fd, err = feed.New(cfg); err != nil {
+		return usageErrorf("feed: -url: %v", err)
+	}
+	switch line, offset := ff.Position(); {
+	case ff.Complete():
+		fmt.Fprintf(stderr, "retries feed: %s says every operation of the input was fed or reported: nothing to feed (remove it to feed the input again)\n", f.checkpoint)
+	case ff.Resumed():
+		fmt.Fprintf(stderr, "retries feed: resuming from %s: line %d (byte offset %d) on\n", f.checkpoint, line, offset)
 	}
 	if f.progressFile != "" {
 		if progress.f, err = os.Create(f.progressFile); err != nil {
@@ -266,28 +259,51 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return setupErrorf("feed: RETRIES_CPUPROFILE: %v", err)
 	}
-	_ = fd.Feed(ctx, ops, done) // the report says what the error would
-	res := fd.Report()
+	r, err := ff.Run(ctx, fd)
 	stopProfile()
-	ckOK := true
-	if ck != nil {
-		if ck.skipped > 0 {
-			fmt.Fprintf(stderr, "retries feed: skipped %d operations done before the resume\n", ck.skipped)
-		}
-		if err := ck.finish(); err != nil {
-			ckOK = false
-			fmt.Fprintf(stderr, "retries feed: -checkpoint: %v; %s may be behind the feed\n", err, f.checkpoint)
-		}
+	if err != nil {
+		return setupErrorf("feed: -checkpoint: %v", err)
 	}
-	filesOK := true
-	if files != nil {
-		failed, unknown, unread := res.Files()
-		filesOK = files.finish(stderr, failed, unknown, unread)
+	res := r.Report
+	if r.Skipped > 0 {
+		ops := "operations"
+		if r.Skipped == 1 {
+			ops = "operation"
+		}
+		fmt.Fprintf(stderr, "retries feed: skipped %d %s done before the resume\n", r.Skipped, ops)
+	}
+	if r.Checkpoint != nil {
+		fmt.Fprintf(stderr, "retries feed: -checkpoint: %v; %s may be behind the feed\n", r.Checkpoint, f.checkpoint)
+	}
+	failed, unknown, unread := res.Files()
+	for _, sf := range r.Files {
+		switch {
+		case sf.Err != nil:
+			fmt.Fprintf(stderr, "retries feed: -failed: %v; %s.partial is incomplete\n", sf.Err, sf.Path)
+		case sf.Kind == "failed" && failed > 0 && ff.Resumed():
+			fmt.Fprintf(stderr, "retries feed: %s: %d more operations not acknowledged, after those of the feeds before the resume, to feed again\n", sf.Path, failed)
+		case sf.Kind == "failed" && failed > 0:
+			fmt.Fprintf(stderr, "retries feed: %s: %d operations not acknowledged, to feed again\n", sf.Path, failed)
+		case sf.Kind == "unknown":
+			fmt.Fprintf(stderr, "retries feed: %s: %d operations whose outcome is unknown: they may have been applied, and feeding them again may apply them twice\n", sf.Path, unknown)
+		case sf.Kind == "unread":
+			fmt.Fprintf(stderr, "retries feed: %s: the %d bytes of input from the broken JSON on, to fix and feed\n", sf.Path, unread)
+		}
 	}
 	if _, err := stdout.Write(res.Summary()); err != nil {
 		return err
 	}
-	return feedExit(ctx, res, filesOK && ckOK)
+	return feedExit(ctx, res, r.Checkpoint == nil && filesWritten(r.Files))
+}
+
+// filesWritten reports whether every failed file was written whole.
+func filesWritten(files []resume.SideFile) bool {
+	for _, f := range files {
+		if f.Err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // check returns a usage error for flags and arguments pos that cannot
@@ -354,44 +370,6 @@ func (f *feedFlags) config(stderr io.Writer) (feed.Config, error) {
 		cfg.URLs = f.urls
 	}
 	return cfg, nil
-}
-
-// resumeFeed sets up a feed with -checkpoint: it takes up the -failed
-// files where ck covers them (or starts them), has the feed hold back the
-// documents in them and ask ck before each operation not safe to repeat,
-// says where it resumes from, and writes the first checkpoint.
-func resumeFeed(ck *checkpoint, files *feedFiles, cfg feed.Config, path string, stderr io.Writer) (*feed.Client, error) {
-	switch {
-	case files != nil && ck.resumed:
-		ids, err := files.resume(ck.file.FailedSize, ck.file.UnknownSize)
-		if err != nil {
-			return nil, setupErrorf("feed: -failed: %v", err)
-		}
-		cfg.HoldBack = ids
-	case files != nil:
-		if err := files.open(); err != nil {
-			return nil, setupErrorf("feed: -failed: %v", err)
-		}
-	}
-	if files != nil {
-		ck.failed, ck.unknown = &files.failed, &files.unknown
-		files.failed.ck, files.unknown.ck = ck, ck
-	}
-	cfg.Resumable, cfg.BeforeUnsafe = true, ck.beforeUnsafe
-	fd, err := feed.New(cfg)
-	if err != nil {
-		return nil, usageErrorf("feed: -url: %v", err)
-	}
-	switch {
-	case ck.resumed && ck.file.Complete:
-		fmt.Fprintf(stderr, "retries feed: %s says every operation of the input was fed or reported: nothing to feed (remove it to feed the input again)\n", path)
-	case ck.resumed:
-		fmt.Fprintf(stderr, "retries feed: resuming from %s: line %d (byte offset %d) on\n", path, ck.file.Line, ck.file.Offset)
-	}
-	if err := ck.start(); err != nil {
-		return nil, setupErrorf("feed: -checkpoint: %v", err)
-	}
-	return fd, nil
 }
 
 // feedExit returns the command's exit for a feed that ended with res;

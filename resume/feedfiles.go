@@ -1,4 +1,4 @@
-package main
+package resume
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 	"github.com/seed32e55400/retries/feed"
 )
 
-// outFile is one of the files a feed writes for -failed: it is written as
+// outFile is one of the files a feed writes for its failed files: it is written as
 // PATH.partial and renamed to PATH only once the feed has ended and the
 // file is complete, so that PATH never exists cut short. A feed killed
 // before its end leaves PATH.partial. It is created at its first write,
@@ -20,7 +20,7 @@ type outFile struct {
 	f    *os.File
 	err  error       // the first error creating or writing the file
 	size int64       // its size: what it held when a feed resumed, and what was written since
-	ck   *checkpoint // with -checkpoint, told of each Write
+	ck   *checkpoint // with a checkpoint, told of each Write
 }
 
 func (o *outFile) partial() string { return o.path + ".partial" }
@@ -54,7 +54,7 @@ func (o *outFile) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// lock and unlock guard f, err and size with -checkpoint, whose rewrites
+// lock and unlock guard f, err and size with a checkpoint, whose rewrites
 // read them; without, only the feed's writer uses them.
 func (o *outFile) lock() {
 	if o.ck != nil {
@@ -83,7 +83,7 @@ func (o *outFile) finish() (bool, error) {
 	return o.err == nil, o.err
 }
 
-// feedFiles are the files of -failed F: F for the operations to feed
+// feedFiles are the files of FileFeedConfig.Failed F: F for the operations to feed
 // again, F.unknown for those whose outcome is unknown, F.unread for the
 // input that broken JSON left unread.
 type feedFiles struct {
@@ -114,7 +114,7 @@ func (ff *feedFiles) checkInput(in *os.File) error {
 	for _, o := range ff.all() {
 		for _, p := range []string{o.path, o.partial()} {
 			if a, err := os.Stat(p); err == nil && os.SameFile(a, b) {
-				return fmt.Errorf("%s is the input", p)
+				return &InputError{Path: p}
 			}
 		}
 	}
@@ -184,27 +184,40 @@ func (ff *feedFiles) resume(failedSize, unknownSize int64) (ids []string, err er
 	return ids, nil
 }
 
-// finish finishes each file and says on w what the feed left in them.
-// It reports false if one of them could not be written whole.
-func (ff *feedFiles) finish(w io.Writer, failed, unknown, unreadBytes int64) bool {
-	ok := true
-	for _, o := range ff.all() {
+// InputError is what OpenFileFeed returns when one of the failed files
+// (or its .partial) is the input: writing it would destroy the input.
+type InputError struct{ Path string }
+
+// Error says "F is the input".
+func (e *InputError) Error() string { return e.Path + " is the input" }
+
+// SideFile is one of the files of FileFeedConfig.Failed F that a feed
+// left in place (F always, F.unknown and F.unread once written to), or
+// could not write whole.
+type SideFile struct {
+	// Kind is "failed" (F: operations to feed again), "unknown" (F.unknown:
+	// operations whose outcome is unknown, which feeding again may apply
+	// twice) or "unread" (F.unread: the input from broken JSON on).
+	Kind string
+	Path string
+	// Err, if not nil, is why the file is not whole: Path+".partial"
+	// holds what was written.
+	Err error
+}
+
+// finish finishes each file, and returns those it left in place, or could
+// not write whole.
+func (ff *feedFiles) finish() []SideFile {
+	var out []SideFile
+	for i, o := range ff.all() {
+		kind := [3]string{"failed", "unknown", "unread"}[i]
 		done, err := o.finish()
 		switch {
 		case err != nil:
-			ok = false
-			fmt.Fprintf(w, "retries feed: -failed: %v; %s is incomplete\n", err, o.partial())
-		case !done:
-			continue
-		case o == &ff.failed && failed > 0 && ff.resumed:
-			fmt.Fprintf(w, "retries feed: %s: %d more operations not acknowledged, after those of the feeds before the resume, to feed again\n", o.path, failed)
-		case o == &ff.failed && failed > 0:
-			fmt.Fprintf(w, "retries feed: %s: %d operations not acknowledged, to feed again\n", o.path, failed)
-		case o == &ff.unknown:
-			fmt.Fprintf(w, "retries feed: %s: %d operations whose outcome is unknown: they may have been applied, and feeding them again may apply them twice\n", o.path, unknown)
-		case o == &ff.unread:
-			fmt.Fprintf(w, "retries feed: %s: the %d bytes of input from the broken JSON on, to fix and feed\n", o.path, unreadBytes)
+			out = append(out, SideFile{Kind: kind, Path: o.path, Err: err})
+		case done:
+			out = append(out, SideFile{Kind: kind, Path: o.path})
 		}
 	}
-	return ok
+	return out
 }

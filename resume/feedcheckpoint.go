@@ -1,4 +1,4 @@
-package main
+package resume
 
 import (
 	"cmp"
@@ -14,10 +14,9 @@ import (
 	"sync"
 
 	"github.com/seed32e55400/retries/feed"
-	"github.com/seed32e55400/retries/resume"
 )
 
-// Checkpoints of -checkpoint FILE.
+// Checkpoints of the checkpoint file.
 const (
 	// checkpointVersion is the format of the feed's state: 2 lists the
 	// reservations and the input's hashes; 1, a frontier and the hash of
@@ -25,7 +24,7 @@ const (
 	checkpointVersion = 2
 )
 
-// checkpointFile is what -checkpoint FILE holds: which input it is of,
+// checkpointFile is what the checkpoint file holds: which input it is of,
 // where the input is fed up to, and what is done and may have been sent
 // past that. Ordinals count the input's elements (operations and invalid
 // operations) from the watermark's, 0.
@@ -39,19 +38,19 @@ type checkpointFile struct {
 	// (see inputHash): a resume refuses an input that differs.
 	Chunks []string  `json:"chunks,omitempty"`
 	Tail   inputTail `json:"tail"`
-	// Failed is the -failed FILE, and FailedSize and UnknownSize how much
-	// of FILE and FILE.unknown the checkpoint covers.
+	// Failed is the failed files' path F, and FailedSize and UnknownSize how much
+	// of F and F.unknown the checkpoint covers.
 	Failed      string `json:"failed,omitempty"`
 	FailedSize  int64  `json:"failed_size,omitempty"`
 	UnknownSize int64  `json:"unknown_size,omitempty"`
 	// Offset and Line are the watermark: where the first element not
 	// done starts (or the last element, when all are done). Every element
-	// before it is acknowledged, or reported (and written to -failed).
+	// before it is acknowledged, or reported (and written to the failed files).
 	Offset int64 `json:"offset"`
 	Line   int   `json:"line"`
 	// Done are the runs of elements done from the watermark on, each
 	// [first, last] ordinals.
-	Done []resume.Run `json:"done,omitempty"`
+	Done []Run `json:"done,omitempty"`
 	// Reserved are the runs of operations not safe to repeat that may
 	// have been sent and are not done: a resumed feed reports them as of
 	// unknown outcome and does not send them again. (Version 1 held a
@@ -64,7 +63,7 @@ type checkpointFile struct {
 
 // reservedRuns are the reserved runs; a version 1 file's frontier N reads
 // as the run [0, N-1].
-type reservedRuns []resume.Run
+type reservedRuns []Run
 
 func (r *reservedRuns) UnmarshalJSON(b []byte) error {
 	var n int64
@@ -75,19 +74,19 @@ func (r *reservedRuns) UnmarshalJSON(b []byte) error {
 		}
 		return nil
 	}
-	return json.Unmarshal(b, (*[]resume.Run)(r))
+	return json.Unmarshal(b, (*[]Run)(r))
 }
 
-// checkpoint keeps -checkpoint FILE while the feed runs. Its ledger
+// checkpoint keeps the checkpoint file while the feed runs. Its ledger
 // numbers the elements as they are read, from the watermark the feed
 // resumed from.
 //
 // Two rules keep it true after a crash at any point:
-//   - FILE covers an element only once the element is done, and once what
-//     the feed wrote of it to the -failed files is on disk: a rewrite
+//   - the checkpoint covers an element only once the element is done, and once what
+//     the feed wrote of it to the failed files is on disk: a rewrite
 //     takes its snapshot while no write to them is between its Write and
-//     its report (see snapshot), and syncs them before FILE is written.
-//   - An operation not safe to repeat is sent only once a FILE on disk
+//     its report (see snapshot), and syncs them before the checkpoint is written.
+//   - An operation not safe to repeat is sent only once a checkpoint on disk
 //     lists it as reserved: the resumed feed reports every such operation
 //     not done as of unknown outcome, and never sends it again. The
 //     operations about to go out ask together: a rewrite takes every
@@ -99,17 +98,17 @@ type checkpoint struct {
 	file    checkpointFile // the identity fields, and what the last rewrite wrote
 	resumed bool
 	skipped int64 // elements skipped as done before
-	led     *resume.Ledger
+	led     *Ledger
 	hash    *inputHash
 
 	mu       sync.Mutex
 	cond     *sync.Cond
-	prevDone []resume.Run // from the checkpoint resumed from, still ahead of the reading
-	onDisk   bool         // this feed has written FILE
-	eof      bool         // the whole input was read
-	clean    bool         // the feed has ended: nothing is in flight
+	prevDone []Run // from the checkpoint resumed from, still ahead of the reading
+	onDisk   bool  // this feed has written the file
+	eof      bool  // the whole input was read
+	clean    bool  // the feed has ended: nothing is in flight
 
-	// The -failed files' writes: written counts the Writes begun, told
+	// The failed files' writes: written counts the Writes begun, told
 	// the operations reported as written; a snapshot waits for the two to
 	// meet, and no Write begins while it waits.
 	failed, unknown *outFile
@@ -117,12 +116,12 @@ type checkpoint struct {
 	snapping        bool
 
 	stop    context.CancelFunc // ends the rewrites
-	stopped chan error         // the first error rewriting FILE, once they have ended
+	stopped chan error         // the first error rewriting the file, once they have ended
 }
 
 // openCheckpoint returns the checkpoint of in, the input, at path: the one
 // there, if in is the input it was made from, or a new one. failed is the
-// -failed FILE, which must be the one the checkpoint was made with.
+// the failed files' path F, which must be the one the checkpoint was made with.
 func openCheckpoint(path string, in *os.File, failed string) (*checkpoint, error) {
 	st, err := in.Stat()
 	if err != nil {
@@ -140,13 +139,13 @@ func openCheckpoint(path string, in *os.File, failed string) (*checkpoint, error
 		return nil, err
 	}
 	id := checkpointFile{Version: checkpointVersion, Size: st.Size(), Array: isArray(head[:n]), Line: 1, Failed: failed}
-	ck := &checkpoint{path: path, file: id, led: resume.New(nil), hash: &inputHash{}}
+	ck := &checkpoint{path: path, file: id, led: New(nil), hash: &inputHash{}}
 	ck.cond = sync.NewCond(&ck.mu)
-	c, err := resume.ReadCheckpoint(path)
+	c, err := ReadCheckpoint(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return ck, nil
-	case errors.Is(err, resume.ErrNotCheckpoint):
+	case errors.Is(err, ErrNotCheckpoint):
 		return nil, fmt.Errorf("%s is not a checkpoint of this version of retries feed", path)
 	case err != nil:
 		return nil, err
@@ -164,7 +163,7 @@ func openCheckpoint(path string, in *os.File, failed string) (*checkpoint, error
 	case prev.Array != id.Array:
 		return nil, fmt.Errorf("%s was made from another input (a JSON array where this is not, or the other way round): remove it to feed this input from its start", path)
 	case prev.Failed != failed:
-		return nil, fmt.Errorf("%s was made with -failed %q: resume with the same", path, prev.Failed)
+		return nil, fmt.Errorf("%s was made with the failed files %q: resume with the same", path, prev.Failed)
 	case prev.Offset < 0 || prev.Offset > id.Size || prev.Line < 1:
 		return nil, fmt.Errorf("%s is damaged: its offset %d is outside the input", path, prev.Offset)
 	}
@@ -176,7 +175,7 @@ func openCheckpoint(path string, in *os.File, failed string) (*checkpoint, error
 	}
 	prev.Version = checkpointVersion
 	ck.file, ck.resumed, ck.prevDone = prev, true, prev.Done
-	ck.led = resume.New(prev.Reserved)
+	ck.led = New(prev.Reserved)
 	ck.hash.prevChunks, ck.hash.prevTail = prev.Chunks, prev.Tail
 	return ck, nil
 }
@@ -263,7 +262,7 @@ func (ck *checkpoint) doneBefore(ord int64) bool {
 }
 
 // done is Feed's done: the element is done, and what it wrote to the
-// -failed files, if anything, is written. An operation not sent is left
+// failed files, if anything, is written. An operation not sent is left
 // to the resumed feed, and its reservation, if any, ends: it was not sent.
 func (ck *checkpoint) done(o feed.Operation, _ feed.Result, err error) {
 	ord, ok := ck.led.Find(o.Offset)
@@ -297,7 +296,7 @@ func (ck *checkpoint) beforeUnsafe(ctx context.Context, o feed.Operation) error 
 	return ck.led.Reserve(ctx, ord)
 }
 
-// beginWrite is called by a -failed file before each Write: it waits while
+// beginWrite is called by a failed file before each Write: it waits while
 // a snapshot is taken.
 func (ck *checkpoint) beginWrite() {
 	ck.mu.Lock()
@@ -319,7 +318,7 @@ func (ck *checkpoint) start() error {
 	ctx, stop := context.WithCancel(context.Background())
 	ck.stop, ck.stopped = stop, make(chan error, 1)
 	go func() {
-		ck.stopped <- resume.Loop{Asked: ck.led.Asked(), Commit: func(context.Context) error { return ck.rewrite() }}.Run(ctx)
+		ck.stopped <- Loop{Asked: ck.led.Asked(), Commit: func(context.Context) error { return ck.rewrite() }}.Run(ctx)
 	}()
 	return nil
 }
@@ -335,8 +334,8 @@ func (ck *checkpoint) finish() error {
 	return cmp.Or(werr, ck.rewrite())
 }
 
-// rewrite takes a snapshot and, if anything changed, writes it to FILE:
-// the -failed files synced first, then FILE written whole under a
+// rewrite takes a snapshot and, if anything changed, writes it to the file:
+// the failed files synced first, then the file written whole under a
 // temporary name, synced and renamed. Only then are the operations whose
 // reservations it holds let go.
 func (ck *checkpoint) rewrite() error {
@@ -349,25 +348,25 @@ func (ck *checkpoint) rewrite() error {
 		ck.file, ck.onDisk = f, true
 		ck.mu.Unlock()
 	}
-	ck.led.Committed(s) // FILE holds it, written now or before
+	ck.led.Committed(s) // the file holds it, written now or before
 	return nil
 }
 
-// write syncs the -failed files, then writes f to FILE.
+// write syncs the failed files, then writes f to the file.
 func (ck *checkpoint) write(f checkpointFile, syncs []*os.File) error {
 	for _, s := range syncs {
 		if err := s.Sync(); err != nil {
-			return fmt.Errorf("-failed: %v", err)
+			return fmt.Errorf("the failed files: %v", err)
 		}
 	}
-	return resume.WriteCheckpoint(ck.path, "feed", f)
+	return WriteCheckpoint(ck.path, "feed", f)
 }
 
-// snapshot returns what FILE is to hold now, and the ledger's snapshot,
-// or changed false if FILE holds it already. It waits until every Write
-// to the -failed files begun has been reported, and lets none begin
+// snapshot returns what the file is to hold now, and the ledger's snapshot,
+// or changed false if the file holds it already. It waits until every Write
+// to the failed files begun has been reported, and lets none begin
 // meanwhile, so that their sizes cover exactly the elements done.
-func (ck *checkpoint) snapshot() (f checkpointFile, s resume.Snapshot, syncs []*os.File, changed bool) {
+func (ck *checkpoint) snapshot() (f checkpointFile, s Snapshot, syncs []*os.File, changed bool) {
 	ck.mu.Lock()
 	defer ck.mu.Unlock()
 	ck.snapping = true
@@ -392,7 +391,7 @@ func (ck *checkpoint) snapshot() (f checkpointFile, s resume.Snapshot, syncs []*
 	if ck.onDisk && f.Complete == ck.file.Complete && f.Offset == ck.file.Offset &&
 		f.FailedSize == ck.file.FailedSize && f.UnknownSize == ck.file.UnknownSize && slices.Equal(f.Done, ck.file.Done) &&
 		slices.Equal(f.Reserved, ck.file.Reserved) && f.Tail == ck.file.Tail && len(f.Chunks) == len(ck.file.Chunks) {
-		return ck.file, s, nil, false // FILE says it already
+		return ck.file, s, nil, false // the file says it already
 	}
 	for _, o := range []*outFile{ck.failed, ck.unknown} {
 		if o != nil && o.f != nil {
