@@ -5,8 +5,21 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
+
+// ErrGroupRefused is why a member stopped when the group refused it for
+// good: a session timeout out of the brokers' range, a group id they do
+// not take, or no right to the group. Run returns an error that matches
+// it, and the brokers' error.
+var ErrGroupRefused = errors.New("kafka: the group refused the member")
+
+// groupRefused reports whether err is a refusal of the group that joining
+// again cannot change.
+func groupRefused(err error) bool {
+	return errors.Is(err, kerr.InvalidSessionTimeout) || errors.Is(err, kerr.InvalidGroupID) || errors.Is(err, kerr.GroupAuthorizationFailed)
+}
 
 // item is a fetched record and its partition's state.
 type item struct {
@@ -28,7 +41,13 @@ func (m *member) poll(ctx context.Context) {
 			return
 		}
 		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
+			switch {
+			case errors.Is(err, context.Canceled):
+			case groupRefused(err):
+				m.stop(fmt.Errorf("%w: %w", ErrGroupRefused, err))
+			case t == "":
+				// The group's, which the client's log says.
+			default:
 				fmt.Fprintf(m.log, "retries-kafka: fetching %s/%d: %v\n", t, p, err)
 			}
 		})

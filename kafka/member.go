@@ -97,6 +97,10 @@ func (mb *Member) Run(ctx, force context.Context) (Report, error) {
 		kgo.OnPartitionsLost(m.lost),
 		kgo.OnOffsetsFetched(m.fetched),
 		kgo.WithHooks(&m.brokers),
+		// What the client warns of, on the member's log: a group it
+		// cannot join (a session timeout the brokers refuse, say) was
+		// silent.
+		kgo.WithLogger(clientLog{m.log}),
 	}, cfg.ClientOpts...)
 	if cfg.FailedTopic != "" {
 		opts = append(opts, kgo.DefaultProduceTopic(cfg.FailedTopic), kgo.RequiredAcks(kgo.AllISRAcks()))
@@ -129,7 +133,7 @@ func (mb *Member) Run(ctx, force context.Context) (Report, error) {
 	lag := m.lag() // before leaving: the revoke lets every partition go
 	_ = m.cl.LeaveGroupContext(final)
 	res := Report{Fed: m.fed.Load(), DeadLettered: m.dead.Load(), Commits: m.commits.Load(), Lag: lag, Feed: m.fc.Report()}
-	if err := context.Cause(ctx); errors.Is(err, ErrDeadLetter) || errors.Is(err, ErrBrokersOut) {
+	if err := context.Cause(ctx); errors.Is(err, ErrDeadLetter) || errors.Is(err, ErrBrokersOut) || errors.Is(err, ErrGroupRefused) {
 		return res, err
 	}
 	return res, nil

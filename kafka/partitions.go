@@ -129,7 +129,9 @@ func (m *member) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32)
 	}
 	m.mu.Unlock()
 	m.resumeGone(paused)
-	fmt.Fprintf(m.log, "retries-kafka: lost %s %v\n", m.cfg.Topic, lost[m.cfg.Topic])
+	if ps := lost[m.cfg.Topic]; len(ps) > 0 {
+		fmt.Fprintf(m.log, "retries-kafka: lost %s %v\n", m.cfg.Topic, ps)
+	}
 }
 
 // partition is the state of one partition assigned.

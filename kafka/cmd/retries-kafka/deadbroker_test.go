@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+
 	"github.com/seed32e55400/retries/feed/feedtest"
 )
 
@@ -36,5 +38,23 @@ func TestDeadBroker(t *testing.T) {
 	}
 	if !strings.Contains(out, "retries-kafka: stopped: no broker reached for longer than -max-outage (2s)") {
 		t.Errorf("stderr does not say why it stopped:\n%s", out)
+	}
+}
+
+// TestGroupRefused: a -session-timeout below the brokers' minimum exits 2
+// at once, saying why, where the member tried to join again for ever.
+func TestGroupRefused(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "docs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	srv := feedtest.New(t, nil)
+	var stdout, stderr lockedBuffer
+	code := run(t.Context(), context.Background(), []string{"-brokers", c.ListenAddrs()[0], "-topic", "docs", "-group", "g", "-url", srv.URL,
+		"-failed", t.TempDir() + "/failed", "-session-timeout", "1s"}, &stdout, &stderr)
+	if out := stderr.String(); code != 2 || !strings.Contains(out, "retries-kafka: the group refused the member: ") || !strings.Contains(out, "INVALID_SESSION_TIMEOUT") {
+		t.Errorf("exit %d, stderr:\n%s\nwant 2 and the brokers' refusal", code, out)
 	}
 }

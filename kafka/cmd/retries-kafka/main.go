@@ -9,8 +9,10 @@
 // operations in flight, commits, leaves the group and prints the summary; a
 // second one stops the operations in flight too, after -grace. Exit status:
 // 0 when it stopped cleanly, 1 when a dead letter could not be written
-// (kafka.ErrDeadLetter), 2 for a usage error, 4 when no broker could be
-// reached for longer than -max-outage (kafka.ErrBrokersOut).
+// (kafka.ErrDeadLetter), 2 for a usage error or a group that refuses the
+// member (kafka.ErrGroupRefused: a -session-timeout out of the brokers'
+// range, say), 4 when no broker could be reached for longer than
+// -max-outage (kafka.ErrBrokersOut).
 //
 // Brokers that want TLS or SASL: -kafka-tls, -kafka-ca, -kafka-cert and
 // -kafka-key; -sasl plain|scram-sha-256|scram-sha-512 with -sasl-user and
@@ -48,7 +50,8 @@ second one stops the operations in flight too, after -grace.
 exit status:
   0  stopped cleanly
   1  a dead letter could not be written
-  2  bad flags
+  2  bad flags, or a group that refuses the member (a -session-timeout
+     out of the brokers' range, a group id or rights they refuse)
   4  no broker reached for longer than -max-outage
 
 flags:
@@ -210,6 +213,11 @@ func run(ctx, force context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "retries-kafka: stopped: %s\n", strings.TrimPrefix(err.Error(), "kafka: "))
 		_, _ = stdout.Write(res.Summary())
 		return 4
+	}
+	if errors.Is(err, kafka.ErrGroupRefused) {
+		fmt.Fprintf(stderr, "retries-kafka: %s\n", strings.TrimPrefix(err.Error(), "kafka: "))
+		_, _ = stdout.Write(res.Summary())
+		return 2
 	}
 	if errors.Is(err, kafka.ErrDeadLetter) {
 		fmt.Fprintf(stderr, "retries-kafka: %v\n", err)
