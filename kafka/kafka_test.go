@@ -944,3 +944,30 @@ func TestMemberStats(t *testing.T) {
 		t.Error("a second Run did not fail")
 	}
 }
+
+// TestDeadLetterBrokerLimit: a broker that allows 16 MB records and
+// describes a topic with no override of its own by the 1 MB default (as
+// kfake does) takes a 5 MB dead letter: the producer's limit is the larger
+// of the two, where it took the topic's alone and the member stopped with
+// ErrDeadLetter, refusing a record the broker would take.
+func TestDeadLetterBrokerLimit(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, opsTopic, deadTopic),
+		kfake.GroupMinSessionTimeout(500*time.Millisecond), kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(16 << 20)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	addrs := c.ListenAddrs()
+	values := [][]byte{[]byte(`{"put":"id:a:b::p0","fields":{}}`), bytes.Repeat([]byte("x"), 5<<20), []byte(`{"put":"id:a:b::p2","fields":{}}`)}
+	produceValues(t, addrs, values, nil)
+	v := newVespa(t, 2)
+	stop := startMember(t, addrs, v, "broker-limit")
+	await(t, v.all, v.missing)
+	if _, err := c.WaitGroupInfo(t.Context(), "broker-limit", func(g *kfake.GroupInfo) bool { return commitOf(g, 0) == 3 }); err != nil {
+		t.Fatal(err)
+	}
+	if res := stop(); res.DeadLettered != 1 {
+		t.Errorf("Report = %+v, want the large record dead-lettered", res)
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seed32e55400/retries/feed"
 )
@@ -147,8 +148,14 @@ func startOffset(atEnd bool) kgo.Offset {
 	return kgo.NewOffset().AtStart()
 }
 
-// topicMaxBytes returns the max.message.bytes of topic, or 0 if it cannot
-// be read (the producer then keeps its default, 1 MB).
+// topicMaxBytes returns the largest record the brokers take in topic, as
+// they describe it: the topic's max.message.bytes when the topic sets its
+// own, or else the larger of what they describe for the topic and their
+// message.max.bytes (a broker may describe a topic with no setting of its
+// own by a default smaller than the limit it enforces, its own); 0 if
+// nothing can be read (the producer then keeps its default, 1 MB). A
+// record larger than the topic's own limit fails at the producer, and is
+// tried again, then stops the member (ErrDeadLetter).
 func (m *member) topicMaxBytes(ctx context.Context, topic string) int32 {
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(m.cfg.Brokers...)}, m.cfg.ClientOpts...)...)
 	if err != nil {
@@ -157,21 +164,32 @@ func (m *member) topicMaxBytes(ctx context.Context, topic string) int32 {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		fmt.Fprintf(m.log, "retries-kafka: reading the configuration of %s: %v; dead letters keep the producer's 1 MB limit\n", topic, err)
-		return 0
-	}
-	for _, rc := range rcs {
-		for _, c := range rc.Configs {
-			if c.Key == "max.message.bytes" && c.Value != nil {
-				if n, err := strconv.ParseInt(*c.Value, 10, 32); err == nil {
-					return int32(n)
+	adm := kadm.NewClient(cl)
+	n, own := int64(0), false
+	read := func(rcs kadm.ResourceConfigs, key string) {
+		for _, rc := range rcs {
+			for _, c := range rc.Configs {
+				if c.Key != key || c.Value == nil {
+					continue
+				}
+				if v, err := strconv.ParseInt(*c.Value, 10, 32); err == nil {
+					n = max(n, v)
+					own = own || c.Source == kmsg.ConfigSourceDynamicTopicConfig
 				}
 			}
 		}
 	}
-	return 0
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	read(rcs, "max.message.bytes")
+	if own {
+		return int32(n)
+	}
+	rcs, berr := adm.DescribeBrokerConfigs(ctx)
+	read(rcs, "message.max.bytes")
+	if err != nil && berr != nil {
+		fmt.Fprintf(m.log, "retries-kafka: reading the configuration of %s: %v; dead letters keep the producer's 1 MB limit\n", topic, err)
+	}
+	return int32(n)
 }
 
 // maxOutage is how long the member waits for the brokers, as for Vespa:
