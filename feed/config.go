@@ -115,31 +115,10 @@ type Config struct {
 	// an operation whose outcome is unknown (written to Unknown), since an
 	// earlier feed may have applied it.
 	BeforeUnsafe func(context.Context, Operation) error
-	// Fence, if not nil, is called before each request of every
-	// operation goes on the wire (its retries included), from the
-	// goroutine that sends it, and may block: a Kafka member sends a
-	// record only while it still owns the record's partition. When it
-	// returns an error, the request does not go out and the operation is
-	// not sent again: an error that matches ErrNotSent ends it with that
-	// error, neither written nor counted (its Result.Attempts says
-	// whether an earlier request of it went out), as with BeforeUnsafe;
-	// another error fails it.
-	Fence func(context.Context, Operation) error
-	// Lease, if not nil, returns the time until which the feed may write
-	// to Vespa, and is asked again as each write reaches a connection: a
-	// write once that time has passed is refused, so the request it
-	// carries fails before it is whole on the wire, as a broken
-	// connection does (and is retried, passing Fence again). Fence checks
-	// before a request is handed to the transport; a process stopped
-	// between the two (a long GC pause, SIGSTOP, a swapped machine) would
-	// otherwise send it when it wakes, however long after. It is called
-	// from the transports' goroutines, must not block, and is asked for
-	// every write on every connection, control frames of HTTP/2 included:
-	// with HTTP/2 a refused write closes its connection with every
-	// request on it, which, if not safe to repeat, then ends with an
-	// unknown outcome. What is left unfenced is a stop between the check
-	// and the write's system call.
-	Lease func() time.Time
+	// Fence, if not nil, says whether the feed may write to Vespa: a
+	// Kafka member sends a record only while it owns the record's
+	// partition and holds the group's lease (see Fence).
+	Fence Fence
 	// HoldBack are document ids whose operations are held back from the
 	// start of each Feed, as after a failure (ErrHeldBack): a feed resumed
 	// after a crash names those of its earlier Failed and Unknown files,

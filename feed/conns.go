@@ -40,8 +40,8 @@ func newConnPool(cfg Config, slots int) *connPool {
 		if cfg.TLS != nil {
 			tr.TLSClientConfig = cfg.TLS.Clone()
 		}
-		if cfg.Lease != nil {
-			tr.DialContext = leaseDial(tr.DialContext, cfg.Lease)
+		if cfg.Fence != nil {
+			tr.DialContext = leaseDial(tr.DialContext, cfg.Fence.Until)
 		}
 		if cfg.HTTP2 {
 			// Prior knowledge on http URLs, as Vespa's feed client

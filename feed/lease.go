@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// leaseError is a write refused because Config.Lease had run out. fresh
+// leaseError is a write refused because Config.Fence's Until had passed. fresh
 // says that nothing had been written to its connection before (the
 // request's first bytes on a new connection over HTTP/1.1, or a TLS
 // handshake's): then nothing of any request can have reached the server,
@@ -62,7 +62,7 @@ func leaseDial(dial func(context.Context, string, string) (net.Conn, error), lea
 	}
 }
 
-// isFreshLeaseError reports whether err is a write that Config.Lease
+// isFreshLeaseError reports whether err is a write that Config.Fence
 // refused before anything was written to its connection.
 func isFreshLeaseError(err error) bool {
 	var le *leaseError

@@ -71,20 +71,23 @@ func TestLeaseStopsAStalledWrite(t *testing.T) {
 			}
 			var mu sync.Mutex
 			fenced := map[string]int{}
-			cfg.Fence = func(_ context.Context, o Operation) error {
-				mu.Lock()
-				defer mu.Unlock()
-				fenced[o.ID]++
-				// The first time, the process stops as Fence returns and
-				// wakes with its lease run out; later, the lease is renewed.
-				leaseOut.Store(fenced[o.ID] == 1)
-				return nil
-			}
-			cfg.Lease = func() time.Time {
-				if leaseOut.Load() {
-					return time.Now().Add(-time.Second)
-				}
-				return time.Now().Add(time.Minute)
+			cfg.Fence = fenceFuncs{
+				admit: func(_ context.Context, o Operation) error {
+					mu.Lock()
+					defer mu.Unlock()
+					fenced[o.ID]++
+					// The first time, the process stops as Admit returns
+					// and wakes with its lease run out; later, the lease is
+					// renewed.
+					leaseOut.Store(fenced[o.ID] == 1)
+					return nil
+				},
+				until: func() time.Time {
+					if leaseOut.Load() {
+						return time.Now().Add(-time.Second)
+					}
+					return time.Now().Add(time.Minute)
+				},
 			}
 			c, err := New(cfg)
 			if err != nil {
@@ -177,3 +180,12 @@ func TestLeaseRefusalSeenByReads(t *testing.T) {
 		})
 	}
 }
+
+// fenceFuncs is a Fence of two functions.
+type fenceFuncs struct {
+	admit func(context.Context, Operation) error
+	until func() time.Time
+}
+
+func (f fenceFuncs) Admit(ctx context.Context, o Operation) error { return f.admit(ctx, o) }
+func (f fenceFuncs) Until() time.Time                             { return f.until() }

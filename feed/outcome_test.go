@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/seed32e55400/retries/feed/feedtest"
 	"github.com/seed32e55400/retries/internal/redact"
@@ -140,15 +141,18 @@ func TestFenceStopsEveryRequest(t *testing.T) {
 	fenced := fmt.Errorf("the partition moved: %w", ErrNotSent)
 	var mu sync.Mutex
 	asked := map[string]int{}
-	cfg.Fence = func(_ context.Context, o Operation) error {
-		mu.Lock()
-		defer mu.Unlock()
-		asked[o.ID]++
-		switch {
-		case o.ID == "id:ns:d::fenced", o.ID == "id:ns:d::retried" && asked[o.ID] > 1:
-			return fenced
-		}
-		return nil
+	cfg.Fence = fenceFuncs{
+		admit: func(_ context.Context, o Operation) error {
+			mu.Lock()
+			defer mu.Unlock()
+			asked[o.ID]++
+			switch {
+			case o.ID == "id:ns:d::fenced", o.ID == "id:ns:d::retried" && asked[o.ID] > 1:
+				return fenced
+			}
+			return nil
+		},
+		until: func() time.Time { return time.Now().Add(time.Hour) },
 	}
 	c, err := New(cfg)
 	if err != nil {

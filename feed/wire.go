@@ -97,7 +97,7 @@ type opState struct {
 	maybeApplied atomic.Bool
 	run          *run       // the operation's Feed; nil for a Send
 	op           *operation // the operation
-	fence        func(context.Context, Operation) error
+	fence        Fence
 	// failedOn are the endpoints on which the operation used up its
 	// attempts and that it left for another (see detour); only the
 	// goroutine that sends it uses it.
@@ -261,7 +261,7 @@ type wireCounter struct {
 func (t wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	st, _ := req.Context().Value(opKey{}).(*opState)
 	if st != nil && st.fence != nil {
-		if err := st.fence(req.Context(), st.op.public()); err != nil {
+		if err := st.fence.Admit(req.Context(), st.op.public()); err != nil {
 			return nil, &fenceError{err}
 		}
 	}
@@ -412,7 +412,7 @@ func isFeedStop(err error) bool {
 	return errors.As(err, new(*outageError)) || errors.As(err, new(*tlsStop))
 }
 
-// fenceError is Config.Fence's refusal of a request.
+// fenceError is Config.Fence's refusal of a request (Fence.Admit).
 type fenceError struct{ err error }
 
 func (e *fenceError) Error() string { return e.err.Error() }
@@ -439,7 +439,7 @@ func isTLSError(err error) bool {
 
 // isDialError reports whether err is a failure to connect, before anything
 // was sent: a dial that failed, or a new connection's first write refused
-// by Config.Lease.
+// by Config.Fence (Fence.Until).
 func isDialError(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial" || isFreshLeaseError(err)

@@ -28,7 +28,7 @@
 // out, and sends nothing until a commit renews it or the group takes its
 // partitions, so it never overwrites what their new owner wrote. The lease
 // is checked before each request and again as the request is written to
-// its connection (feed.Config.Lease), so that a process stopped between
+// its connection (feed.Fence's Until), so that a process stopped between
 // the two does not send it when it wakes; what is left is a stop in the
 // moment between that check and the write's system call.
 package kafka

@@ -38,7 +38,14 @@ func (m *member) beforeUnsafe(ctx context.Context, op feed.Operation) error {
 	return err
 }
 
-// fence is the feed's Fence: a request of a record goes out only while the
+// memberFence is the member's feed.Fence: Admit is its fence, Until its
+// lease.
+type memberFence struct{ m *member }
+
+func (f memberFence) Admit(ctx context.Context, op feed.Operation) error { return f.m.fence(ctx, op) }
+func (f memberFence) Until() time.Time                                   { return f.m.lease() }
+
+// fence is the feed's Fence.Admit: a request of a record goes out only while the
 // member owns the record's partition and holds the lease (see leaseUntil).
 // A member whose process stalled past its session timeout wakes up before
 // the group tells it that its partitions moved: its lease has run out, and
@@ -71,7 +78,7 @@ func (m *member) fence(ctx context.Context, op feed.Operation) error {
 	}
 }
 
-// lease is the feed's Lease: the fence's lease, checked again as each
+// lease is the feed's Fence.Until: the fence's lease, checked again as each
 // request is written, so that a process that stalled between the fence
 // and the write does not send what it had let through when it wakes.
 func (m *member) lease() time.Time {

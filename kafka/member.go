@@ -40,7 +40,7 @@ func New(cfg Config) (*Member, error) {
 	m := newMember(cfg)
 	m.commitOffsets = m.commitSync
 	fc := cfg.Feed
-	fc.Failed, fc.Unknown, fc.Unread, fc.Resumable, fc.BeforeUnsafe, fc.Fence, fc.Lease = nil, nil, nil, true, m.beforeUnsafe, m.fence, m.lease
+	fc.Failed, fc.Unknown, fc.Unread, fc.Resumable, fc.BeforeUnsafe, fc.Fence = nil, nil, nil, true, m.beforeUnsafe, memberFence{m}
 	if fc.Log == nil {
 		fc.Log = cfg.Log
 	}
