@@ -85,12 +85,23 @@ func (c *Client) newRequest(ctx context.Context, s *slice, stream bool) *http.Re
 	if stream {
 		q.Set("stream", "true")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.ep.base+"/document/v1/?"+q.Encode(), nil)
+	method, path, body := http.MethodGet, "/document/v1/", io.Reader(nil)
+	if pr := c.proc; pr != nil {
+		pr.query(q)
+		method, path = pr.method, pr.path
+		if pr.body != nil {
+			body = bytes.NewReader(pr.body) // and GetBody, for a request asked again
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.ep.base+path+"?"+q.Encode(), body)
 	if err != nil {
 		panic(err) // the base URL was checked by New
 	}
 	for k, vs := range c.cfg.Header {
 		req.Header[k] = vs
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if stream {
 		req.Header.Set("Accept", "application/jsonl")
@@ -107,9 +118,10 @@ func (c *Client) readPage(body io.Reader, s *slice, emit func([]Document, mark) 
 	}
 	read()
 	var v struct {
-		Documents    []Document      `json:"documents"`
-		Continuation string          `json:"continuation"`
-		Message      json.RawMessage `json:"message"`
+		Documents     []Document      `json:"documents"`
+		DocumentCount int             `json:"documentCount"`
+		Continuation  string          `json:"continuation"`
+		Message       json.RawMessage `json:"message"`
 	}
 	if err := json.Unmarshal(data, &v); err != nil {
 		return fmt.Errorf("%w: a page that is not JSON: %v", errCut, err) // asked for again
@@ -122,15 +134,21 @@ func (c *Client) readPage(body io.Reader, s *slice, emit func([]Document, mark) 
 	}
 	c.counts.documents.Add(int64(len(docs)))
 	c.counts.dropped.Add(int64(len(v.Documents) - len(docs)))
-	if len(docs) > 0 {
+	processed := 0
+	if c.proc != nil {
+		processed = v.DocumentCount
+		c.counts.documents.Add(int64(processed))
+	}
+	if len(docs) > 0 || processed > 0 {
 		s.progressed()
 	}
+	mark := func() mark { m := s.mark(); m.processed = processed; return m }
 	if msg := pageMessage(v.Message); msg != "" {
 		// The server says the visit failed (an older Vespa answers a
 		// session that failed so, with no token): the slice is asked again
 		// from its token, and drops what it reads again. Its documents
 		// are handed out; its token, if any, is not taken.
-		if len(docs) > 0 && !emit(docs, s.mark()) {
+		if (len(docs) > 0 || processed > 0) && !emit(docs, mark()) {
 			return errStopped
 		}
 		return fmt.Errorf("visit: the server failed the page: %s", c.secrets.Redact(msg))
@@ -139,7 +157,7 @@ func (c *Client) readPage(body io.Reader, s *slice, emit func([]Document, mark) 
 		s.progressed()
 	}
 	s.pageRead(v.Continuation)
-	if !emit(docs, s.mark()) {
+	if !emit(docs, mark()) {
 		return errStopped
 	}
 	return nil

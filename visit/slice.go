@@ -69,7 +69,7 @@ func (c *Client) Visit(ctx context.Context, from Progress, page func(Page) error
 		}
 		i := r.slice
 		prog.Tokens[i], prog.Done[i], prog.Seen[i] = r.mark.token, r.mark.done, r.mark.seen
-		if err = page(Page{Slice: i, Documents: r.docs, Progress: prog.tidy()}); err != nil {
+		if err = page(Page{Slice: i, Documents: r.docs, Progress: prog.tidy(), Processed: r.mark.processed}); err != nil {
 			prog.Tokens[i], prog.Done[i], prog.Seen[i] = from.Tokens[i], from.Done[i], from.Seen[i]
 			cancel(err)
 			r.ack <- false
@@ -107,6 +107,9 @@ type mark struct {
 	token string
 	done  bool
 	seen  []string // the ids read since the token before the last one
+	// processed is, with Config.Process, the documents the server
+	// processed for the page handed out with it.
+	processed int
 }
 
 // slice is one slice's state as it reads.

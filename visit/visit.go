@@ -77,6 +77,10 @@ type Config struct {
 	// server's answers, as they are from every error of the Client.
 	Log       io.Writer
 	LogPrefix string
+	// Process, if not nil, makes the server delete or update each
+	// document the visit selects, as it visits it (see Process). The
+	// visit then goes by pages, whatever Pages says.
+	Process *Process
 }
 
 // Document is one document visited.
@@ -139,6 +143,9 @@ type Page struct {
 	Slice     int
 	Documents []Document
 	Progress  Progress
+	// Processed is, with Config.Process, how many documents the server
+	// deleted or updated for this page (its documentCount).
+	Processed int
 }
 
 // Client visits a Config's cluster. It is safe for concurrent use, one
@@ -149,6 +156,7 @@ type Client struct {
 	counts    visitCounts
 	secrets   *redact.Redactor // the values of cfg.Header
 	health    health
+	proc      *processing // cfg.Process, ready; nil for a visit
 }
 
 // endpoint is one URL and the layers of the slices visited through it.
@@ -203,6 +211,13 @@ func New(cfg Config) (*Client, error) {
 		cfg.Budget = retries.NewBudget(0.1, 5)
 	}
 	c := &Client{cfg: cfg, secrets: redact.New(cfg.Header)}
+	if cfg.Process != nil {
+		var err error
+		if c.proc, err = cfg.Process.prepare(cfg); err != nil {
+			return nil, err
+		}
+		c.cfg.Pages = true // the handler answers a page, whatever a stream asks
+	}
 	c.health.log, c.health.prefix = cfg.Log, cmp.Or(cfg.LogPrefix, "retries visit: ")
 	// A failed attempt is heard of as it fails, not once the layers give
 	// up on it (which a connection refused takes 20 s to do).

@@ -27,6 +27,14 @@ func CutAfter(n int) int { return cutBase - n }
 
 const cutBase = -1000
 
+// FailAfterPart returns the fault that makes a request that deletes or
+// updates by selection process part of its chunk (half its buckets, or
+// none for a 504) and then answer status with a message and no
+// continuation, as Vespa's handler does when a visit fails under it.
+func FailAfterPart(status int) int { return partBase - status }
+
+const partBase = -2000
+
 // Server is a document/v1 endpoint that serves visits of its corpus:
 // documents id:music:music::N (N from 0) with the fields {"n": N}, in
 // Buckets buckets (document N in bucket N mod Buckets), of the content
@@ -53,11 +61,19 @@ type Server struct {
 	// Vespa answers too many visitors.
 	MaxVisits int
 
+	// ChunkBuckets is how many buckets a request that deletes or updates
+	// by selection processes before it answers; 0: 4.
+	ChunkBuckets int
+
 	mu       sync.Mutex
 	visiting int
 	refused  int
 	requests int
 	served   map[int]int // document: times served
+	deleted  map[int]bool
+	fields   map[int]map[string]any // the fields of a document updated
+	updates  map[int]int            // document: updates applied
+	buckets  int                    // buckets processed, by deletes and updates
 }
 
 // NewServer starts a Server of docs documents in buckets buckets,
@@ -65,7 +81,8 @@ type Server struct {
 // be nil), for a program as well as a test: the caller closes it with
 // Close.
 func NewServer(docs, buckets int, fault func(r *http.Request, n int) int) *Server {
-	s := &Server{Cluster: "music", Docs: docs, Buckets: buckets, fault: fault, served: map[int]int{}, Streams: true}
+	s := &Server{Cluster: "music", Docs: docs, Buckets: buckets, fault: fault, served: map[int]int{}, Streams: true,
+		deleted: map[int]bool{}, fields: map[int]map[string]any{}, updates: map[int]int{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -120,9 +137,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	n := s.requests
 	s.requests++
 	s.mu.Unlock()
-	cut := -1
+	cut, failAfterPart := -1, 0
 	if s.fault != nil {
 		switch code := s.fault(r, n); {
+		case code <= partBase:
+			failAfterPart = partBase - code
 		case code <= cutBase:
 			cut = cutBase - code
 		case code == Reset:
@@ -154,8 +173,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 	}()
 	q := r.URL.Query()
-	if r.Method != http.MethodGet || r.URL.Path != "/document/v1/" {
-		writeJSON(w, http.StatusNotFound, map[string]any{"message": "no visit at " + r.URL.Path})
+	process := r.Method == http.MethodDelete || r.Method == http.MethodPut
+	switch {
+	case process && (r.URL.Path == "/document/v1/" && r.Method == http.MethodDelete || r.URL.Path == "/document/v1/music/music/docid/"):
+	case r.Method != http.MethodGet || r.URL.Path != "/document/v1/":
+		writeJSON(w, http.StatusNotFound, map[string]any{"message": "no visit at " + r.Method + " " + r.URL.Path})
 		return
 	}
 	if c := q.Get("cluster"); c != s.Cluster {
@@ -190,6 +212,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		return base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf("%d:%d:%d", slices, id, next)))
 	}
+	if process {
+		s.process(w, r, buckets, next, token, cut, failAfterPart)
+		return
+	}
 	if s.Streams && q.Get("stream") == "true" && strings.Contains(r.Header.Get("Accept"), "application/jsonl") {
 		s.stream(w, buckets, next, wanted, token, cut)
 		return
@@ -198,8 +224,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	var served []int
 	for ; next < len(buckets) && len(docs) < wanted; next++ {
 		for d := buckets[next]; d < s.Docs; d += s.Buckets {
-			docs = append(docs, map[string]any{"id": fmt.Sprintf("id:music:music::%d", d), "fields": map[string]any{"n": d}})
-			served = append(served, d)
+			if f, ok := s.document(d); ok {
+				docs = append(docs, map[string]any{"id": fmt.Sprintf("id:music:music::%d", d), "fields": f})
+				served = append(served, d)
+			}
 		}
 	}
 	page := map[string]any{"pathId": "/document/v1/", "documents": docs, "documentCount": len(docs)}
@@ -251,7 +279,12 @@ func (s *Server) stream(w http.ResponseWriter, buckets []int, next, wanted int, 
 	sent, pending := 0, -1
 	for ; next < len(buckets) && sent < wanted; next++ {
 		for d := buckets[next]; d < s.Docs; d += s.Buckets {
-			write(fmt.Sprintf(`{"put":"id:music:music::%d","fields":{"n":%d}}`, d, d))
+			f, ok := s.document(d)
+			if !ok {
+				continue
+			}
+			fj, _ := json.Marshal(f)
+			write(fmt.Sprintf(`{"put":"id:music:music::%d","fields":%s}`, d, fj))
 			s.serve1([]int{d})
 			sent++
 			if pending >= 0 { // the token of a finished bucket goes out after the next document

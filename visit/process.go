@@ -1,0 +1,159 @@
+package visit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Process is what the server does to each document a visit selects, as it
+// visits it: document/v1's delete and update by selection. Each request
+// processes its slice for a time chunk and answers how many documents it
+// processed and where to go on; a Visit then hands out pages with no
+// documents and their Processed counts, and the progress to resume from.
+//
+// A request that fails (a 500, a 504 with no bucket visited, a cut
+// connection, a 429, a 503) has processed part of its chunk, or none, and
+// says nothing of where: it is asked again from the slice's last token, as
+// a page of a visit is. A delete, and an update that only assigns, are
+// safe to apply twice. An update that is not (an increment, a decrement,
+// a multiplication, a division, an add or a remove in a collection) would
+// be applied twice to the documents the failed request had reached, so
+// New refuses it without a Marker: with one, each document updated is
+// marked with Run, and the visit selects only documents not so marked,
+// which a request asked again, or a run resumed, skips.
+type Process struct {
+	// Update, if not nil, is the update applied to each document (a JSON
+	// object with "fields", as a feed's update has), through a PUT; nil:
+	// each document is removed, through a DELETE.
+	Update json.RawMessage
+	// Namespace and DocumentType are those of the documents processed: a
+	// delete goes to /document/v1/ without them (every type the selection
+	// matches), an update needs them.
+	Namespace, DocumentType string
+	// TimeChunk is how long the server processes a request before it
+	// answers; 0: 30 s, or a third of the Config's MaxOutage if less, so
+	// that a request in progress is not taken for an outage.
+	TimeChunk time.Duration
+	// Marker is a string field of DocumentType, an attribute in the
+	// schema, and Run a value of it unique to this run: the visit's
+	// selection becomes "(Selection) and DocumentType.Marker != Run", and
+	// the update also assigns Run to Marker. Required for an update that
+	// is not safe to repeat; a run resumed keeps its Run.
+	Marker, Run string
+}
+
+// ErrUnsafeUpdate is why New refuses a Process whose update is not safe to
+// apply twice without a Marker.
+var ErrUnsafeUpdate = errors.New("visit: the update is not safe to apply twice (an increment, a decrement, a multiplication, a division, an add or a remove): give it a marker field")
+
+// SafeToRepeat reports whether update (an object with "fields") only
+// assigns, so that applying it twice to a document is as once; an error
+// says why update is not an update.
+func SafeToRepeat(update json.RawMessage) (bool, error) {
+	var u struct {
+		Fields map[string]json.RawMessage `json:"fields"`
+	}
+	if err := json.Unmarshal(update, &u); err != nil || u.Fields == nil {
+		return false, fmt.Errorf(`visit: the update is not a JSON object with "fields": %s`, firstLine(update))
+	}
+	for name, f := range u.Fields {
+		var ops map[string]json.RawMessage
+		if err := json.Unmarshal(f, &ops); err != nil || len(ops) == 0 {
+			return false, fmt.Errorf("visit: the update of field %q is not an object of operations (such as {\"assign\": …})", name)
+		}
+		for op := range ops {
+			if op != "assign" {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+// firstLine returns the start of b, for a message.
+func firstLine(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return s
+}
+
+// processing is a Process made ready for requests.
+type processing struct {
+	method    string // DELETE or PUT
+	path      string // /document/v1/ or /document/v1/NS/TYPE/docid/
+	body      []byte // the update, with the marker's assignment
+	selection string
+	timeChunk time.Duration
+}
+
+// prepare checks p and returns it ready for requests of cfg's visit.
+func (p *Process) prepare(cfg Config) (*processing, error) {
+	pr := &processing{method: "DELETE", path: "/document/v1/", selection: cfg.Selection, timeChunk: p.TimeChunk}
+	if pr.timeChunk <= 0 {
+		pr.timeChunk = 30 * time.Second
+		if cfg.MaxOutage > 0 {
+			pr.timeChunk = min(pr.timeChunk, cfg.MaxOutage/3)
+		}
+	}
+	if (p.Namespace == "") != (p.DocumentType == "") {
+		return nil, errors.New("visit: Process needs both Namespace and DocumentType, or neither")
+	}
+	if p.DocumentType != "" {
+		pr.path = "/document/v1/" + url.PathEscape(p.Namespace) + "/" + url.PathEscape(p.DocumentType) + "/docid/"
+	}
+	if cfg.Selection == "" {
+		return nil, errors.New("visit: Process needs a Selection (\"true\" for every document)")
+	}
+	if p.Marker != "" && (p.Run == "" || p.DocumentType == "" || strings.ContainsAny(p.Run, `"\`)) {
+		return nil, errors.New("visit: a Marker needs a DocumentType and a Run without quotes or backslashes")
+	}
+	if p.Update == nil {
+		if p.Marker != "" {
+			return nil, errors.New("visit: a Marker is for an update; a delete is safe to repeat")
+		}
+		return pr, nil
+	}
+	if p.DocumentType == "" {
+		return nil, errors.New("visit: an update needs a Namespace and a DocumentType")
+	}
+	safe, err := SafeToRepeat(p.Update)
+	switch {
+	case err != nil:
+		return nil, err
+	case !safe && p.Marker == "":
+		return nil, ErrUnsafeUpdate
+	}
+	pr.method, pr.body = "PUT", p.Update
+	if p.Marker != "" {
+		var u map[string]json.RawMessage
+		_ = json.Unmarshal(p.Update, &u) // checked by SafeToRepeat
+		var fields map[string]json.RawMessage
+		_ = json.Unmarshal(u["fields"], &fields)
+		if _, ok := fields[p.Marker]; ok {
+			return nil, fmt.Errorf("visit: the update sets the marker field %q itself", p.Marker)
+		}
+		fields[p.Marker], _ = json.Marshal(map[string]string{"assign": p.Run})
+		u["fields"], _ = json.Marshal(fields)
+		pr.body, _ = json.Marshal(u)
+		pr.selection = "(" + cfg.Selection + ") and " + p.DocumentType + "." + p.Marker + ` != "` + p.Run + `"`
+	}
+	return pr, nil
+}
+
+// query sets the parameters of a request that processes.
+func (pr *processing) query(q url.Values) {
+	q.Del("wantedDocumentCount") // refused by the handler, as fieldSet is
+	q.Del("fieldSet")
+	q.Set("selection", pr.selection)
+	q.Set("timeChunk", strconv.FormatFloat(pr.timeChunk.Seconds(), 'f', -1, 64)+"s")
+}
