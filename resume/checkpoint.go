@@ -81,7 +81,7 @@ func (c Checkpoint) Decode(kind string, v any) error {
 // describe names the job of a kind: "retries visit" for the commands'.
 func describe(kind string) string {
 	switch kind {
-	case "feed", "visit", "copy":
+	case "feed", "visit", "copy", "delete", "update":
 		return "retries " + kind
 	}
 	return fmt.Sprintf("%q", kind)

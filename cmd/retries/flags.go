@@ -92,6 +92,29 @@ var commands = []command{
 		flags: func(fs *flag.FlagSet) { addCopyFlags(fs, &copyFlags{}) },
 	},
 	{
+		name:     "delete",
+		synopsis: "delete -url URL [-url URL…] -cluster CLUSTER -selection EXPR [-namespace NS -type T] [-slices N] [-checkpoint FILE] [-verify] [-header 'Name: value'] [-header-file FILE] [-cert FILE -key FILE] [-ca FILE] [-max-outage D] [-progress D] [-q]",
+		about: "Deletes every document that matches a selection, through document/v1's\n" +
+			"delete by selection, N slices at once as the server allows; a request\n" +
+			"that fails is asked again from its slice's last token, so that no\n" +
+			"failure passes for the end. With -checkpoint, the same command goes on\n" +
+			"where a run stopped.\n",
+		exits: "  0  every slice done\n  1  the run failed otherwise, or -verify found documents left\n" + exitsBad + exitsInterrupted +
+			"  4  a slice failed for longer than -max-outage\n",
+		flags: func(fs *flag.FlagSet) { addBulkFlags(fs, &bulkFlags{}, false) },
+	},
+	{
+		name:     "update",
+		synopsis: "update -url URL [-url URL…] -cluster CLUSTER -namespace NS -type T -selection EXPR -update JSON|@FILE [-marker FIELD] [every flag of delete]",
+		about: "Applies an update to every document that matches a selection, as\n" +
+			"delete deletes them. An update not safe to apply twice (an increment,\n" +
+			"an add…) needs -marker FIELD, a string attribute of the type that each\n" +
+			"document updated is marked with: it is then applied exactly once.\n",
+		exits: "  0  every slice done\n  1  the run failed otherwise, or -verify found documents left\n" + exitsBad + exitsInterrupted +
+			"  4  a slice failed for longer than -max-outage\n",
+		flags: func(fs *flag.FlagSet) { addBulkFlags(fs, &bulkFlags{}, true) },
+	},
+	{
 		name:     "bench",
 		synopsis: "bench -url URL [-url URL…] -rate QPS|A:B:STEP [-duration D] [-deadline D] [-hedge auto|off] [-http2] [-json FILE] [-slo D] [-q] FILE|-",
 		about: "Offers the queries of FILE (a path and query string a line, as\n" +

@@ -35,7 +35,7 @@ type visitProgress struct {
 
 // note records a page handed out.
 func (p *visitProgress) note(pg visit.Page) {
-	p.docs.Add(int64(len(pg.Documents)))
+	p.docs.Add(int64(len(pg.Documents) + pg.Processed))
 	p.slicesDone.Store(int64(pg.Progress.SlicesDone()))
 }
 

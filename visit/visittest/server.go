@@ -35,9 +35,10 @@ func FailAfterPart(status int) int { return partBase - status }
 
 const partBase = -2000
 
-// Server is a document/v1 endpoint that serves visits of its corpus:
-// documents id:music:music::N (N from 0) with the fields {"n": N}, in
-// Buckets buckets (document N in bucket N mod Buckets), of the content
+// Server is a document/v1 endpoint that serves visits of its corpus, and
+// deletes and updates by selection (see process.go, which says the
+// selections it reads): documents id:music:music::N (N from 0) with the
+// fields {"n": N}, in Buckets buckets (document N in bucket N mod Buckets), of the content
 // cluster Cluster. A page holds whole buckets, until it holds
 // wantedDocumentCount documents (1 by default).
 //
@@ -216,15 +217,23 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.process(w, r, buckets, next, token, cut, failAfterPart)
 		return
 	}
+	match := func(map[string]any) bool { return true }
+	if sel := q.Get("selection"); sel != "" {
+		var ok bool
+		if match, ok = matcher(sel); !ok {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"message": fmt.Sprintf("Could not parse document selection %q", sel)})
+			return
+		}
+	}
 	if s.Streams && q.Get("stream") == "true" && strings.Contains(r.Header.Get("Accept"), "application/jsonl") {
-		s.stream(w, buckets, next, wanted, token, cut)
+		s.stream(w, buckets, next, wanted, token, cut, match)
 		return
 	}
 	var docs []map[string]any
 	var served []int
 	for ; next < len(buckets) && len(docs) < wanted; next++ {
 		for d := buckets[next]; d < s.Docs; d += s.Buckets {
-			if f, ok := s.document(d); ok {
+			if f, ok := s.document(d); ok && match(f) {
 				docs = append(docs, map[string]any{"id": fmt.Sprintf("id:music:music::%d", d), "fields": f})
 				served = append(served, d)
 			}
@@ -258,7 +267,7 @@ func (s *Server) serve1(docs []int) {
 // stream writes the slice's buckets from next on as JSON lines, with
 // Vespa's order of tokens, cutting the connection after cut lines if cut
 // is not negative.
-func (s *Server) stream(w http.ResponseWriter, buckets []int, next, wanted int, token func(int) string, cut int) {
+func (s *Server) stream(w http.ResponseWriter, buckets []int, next, wanted int, token func(int) string, cut int, match func(map[string]any) bool) {
 	w.Header().Set("Content-Type", "application/jsonl; charset=UTF-8")
 	lines := 0
 	write := func(line string) {
@@ -280,7 +289,7 @@ func (s *Server) stream(w http.ResponseWriter, buckets []int, next, wanted int, 
 	for ; next < len(buckets) && sent < wanted; next++ {
 		for d := buckets[next]; d < s.Docs; d += s.Buckets {
 			f, ok := s.document(d)
-			if !ok {
+			if !ok || !match(f) {
 				continue
 			}
 			fj, _ := json.Marshal(f)

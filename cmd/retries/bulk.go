@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/seed32e55400/retries/resume"
+	"github.com/seed32e55400/retries/visit"
+)
+
+// bulkFlags are the flags of the delete and update commands.
+type bulkFlags struct {
+	urls                   urlsFlag
+	cluster, selection     string
+	namespace, docType     string
+	update, marker         string // update only
+	slices                 int
+	checkpoint, headerFile string
+	cert, key, ca          string
+	maxOutage, progress    time.Duration
+	quiet, verify          bool
+	header                 headerFlag
+	updating               bool
+}
+
+// addBulkFlags defines the flags of delete, or of update, on fs.
+func addBulkFlags(fs *flag.FlagSet, f *bulkFlags, update bool) {
+	f.updating = update
+	verb := "delete"
+	if update {
+		verb = "update"
+	}
+	fs.Var(&f.urls, "url", "the document/v1 endpoint `URL` (required); repeat it for several endpoints, the slices spread over them")
+	fs.StringVar(&f.cluster, "cluster", "", "the content `CLUSTER` (required)")
+	fs.StringVar(&f.selection, "selection", "", "the document selection `EXPR` of the documents to "+verb+" (required; true for every one)")
+	if update {
+		fs.StringVar(&f.namespace, "namespace", "", "the documents' `NS` (required)")
+		fs.StringVar(&f.docType, "type", "", "the documents' type `T` (required)")
+		fs.StringVar(&f.update, "update", "", "the update, `JSON` ({\"fields\": {…}}) or @FILE (required)")
+		fs.StringVar(&f.marker, "marker", "", "a string attribute `FIELD` of the type, marked with the run's id, so that an update not safe to repeat (an increment, an add…) is applied once")
+	} else {
+		fs.StringVar(&f.namespace, "namespace", "", "with -type: delete the documents of namespace `NS` only")
+		fs.StringVar(&f.docType, "type", "", "with -namespace: delete the documents of type `T` only")
+	}
+	fs.IntVar(&f.slices, "slices", 8, "split the corpus into `N` slices, processed at once as the server allows (fixed for a -checkpoint)")
+	fs.StringVar(&f.checkpoint, "checkpoint", "", "keep `FILE` up to date with how far the run is, and resume from it when it exists")
+	fs.BoolVar(&f.verify, "verify", false, "at the end, visit the selection again and say how many documents still match (0 once done)")
+	fs.Var(&f.header, "header", "send the header `'Name: value'` with every request (repeatable); never printed")
+	fs.StringVar(&f.headerFile, "header-file", "", "read headers from `FILE`, one 'Name: value' a line; never printed")
+	fs.StringVar(&f.cert, "cert", "", "the client certificate, a PEM `FILE`, for mutual TLS on https URLs")
+	fs.StringVar(&f.key, "key", "", "the client certificate's private key, a PEM `FILE`")
+	fs.StringVar(&f.ca, "ca", "", "trust the CA certificates of this PEM `FILE` instead of the system's")
+	fs.DurationVar(&f.maxOutage, "max-outage", 5*time.Minute, "end the run when a slice has failed for this long")
+	fs.DurationVar(&f.progress, "progress", time.Second, "time between progress reports on stderr; 0: none")
+	fs.BoolVar(&f.quiet, "q", false, "no progress lines (as -progress 0)")
+}
+
+// runBulk is the delete command, or with update the update command.
+func runBulk(ctx context.Context, args []string, update bool, stdout, stderr io.Writer) error {
+	name := map[bool]string{false: "delete", true: "update"}[update]
+	fset := newFlagSet(name)
+	var f bulkFlags
+	addBulkFlags(fset, &f, update)
+	pos, err := parseFlags(fset, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case f.header.check() != nil:
+		return usageErrorf("%s: %v", name, f.header.check())
+	case len(f.urls) == 0 || f.cluster == "" || f.selection == "":
+		return usageErrorf("%s: -url, -cluster and -selection are required", name)
+	case update && (f.namespace == "" || f.docType == "" || f.update == ""):
+		return usageErrorf("update: -namespace, -type and -update are required")
+	case (f.namespace == "") != (f.docType == ""):
+		return usageErrorf("%s: -namespace and -type go together", name)
+	case len(pos) > 0:
+		return usageErrorf("%s: unexpected argument %q", name, pos[0])
+	case f.slices < 1 || f.slices > 4096:
+		return usageErrorf("%s: -slices %d: want 1 to 4096", name, f.slices)
+	case f.maxOutage < 0 || f.progress < 0:
+		return usageErrorf("%s: -max-outage and -progress must not be negative", name)
+	}
+	proc := &visit.Process{Namespace: f.namespace, DocumentType: f.docType, Marker: f.marker}
+	if update {
+		body := []byte(f.update)
+		if file, ok := strings.CutPrefix(f.update, "@"); ok {
+			if body, err = os.ReadFile(file); err != nil {
+				return setupErrorf("update: -update: %v", err)
+			}
+		}
+		proc.Update = json.RawMessage(body)
+		safe, err := visit.SafeToRepeat(proc.Update)
+		switch {
+		case err != nil:
+			return usageErrorf("update: -update: %s", strings.TrimPrefix(err.Error(), "visit: "))
+		case !safe && f.marker == "":
+			return usageErrorf("update: -update is not safe to apply twice (an increment, a decrement, a multiplication, a division, an add or a remove): a request that fails after part of its chunk is asked again, and would apply it again to what it reached; give -marker FIELD, a string attribute of the type (see docs/bulk.md)")
+		}
+	}
+	tlsCfg, err := feedTLS(f.cert, f.key, f.ca)
+	if err != nil {
+		return setupErrorf("%s: %v", name, err)
+	}
+	if f.headerFile != "" {
+		if err := readHeaderFile(f.headerFile, &f.header); err != nil {
+			return setupErrorf("%s: -header-file: %v", name, err)
+		}
+	}
+	b, err := resume.OpenBulk(f.checkpoint, resume.BulkOf{Cluster: f.cluster, Selection: f.selection, Update: proc.Update,
+		Namespace: f.namespace, DocumentType: f.docType, Marker: f.marker, URLs: endpoints(f.urls)}, f.slices)
+	if err != nil {
+		return setupErrorf("%s: -checkpoint: %v", name, err)
+	}
+	if b.Complete() {
+		fmt.Fprintf(stderr, "retries %s: %s says the run is complete: nothing to do (remove it to run again)\n", name, f.checkpoint)
+		return nil
+	}
+	if b.Resumed() {
+		fmt.Fprintf(stderr, "retries %s: resuming from %s: %d documents processed before\n", name, f.checkpoint, b.Before())
+	}
+	proc.Run = b.RunID()
+	stderr = &syncWriter{w: stderr}
+	cfg := visit.Config{URLs: f.urls, Cluster: f.cluster, Selection: f.selection, Slices: f.slices, Header: f.header.h, TLS: tlsCfg,
+		MaxOutage: orNone(f.maxOutage), Log: stderr, LogPrefix: "retries " + name + ": ", Process: proc}
+	c, err := visit.New(cfg)
+	if err != nil {
+		return usageErrorf("%s: %s", name, strings.TrimPrefix(err.Error(), "visit: "))
+	}
+	if f.quiet {
+		f.progress = 0
+	}
+	start := time.Now()
+	prog := &visitProgress{slices: f.slices, maxOutage: f.maxOutage}
+	prog.docs.Store(b.Before())
+	stopProgress := prog.start(stderr, name, f.progress, start, c.Stats)
+	err = b.Run(ctx, c, prog.note)
+	stopProgress()
+	st := c.Stats()
+	summary, _ := json.Marshal(map[string]any{"documents": b.Processed(), "requests": st.Requests, "throttled": st.Throttled,
+		"failed": st.Failed, "seconds": time.Since(start).Round(time.Millisecond).Seconds()})
+	if _, werr := stdout.Write(append(summary, '\n')); werr != nil && err == nil {
+		err = werr
+	}
+	var se *visit.StatusError
+	switch {
+	case err == nil:
+		fmt.Fprintf(stderr, "retries %s: every slice done in %.1fs: the server reported %d documents %sd", name, time.Since(start).Seconds(), b.Processed(), name)
+		if st.Failed+st.Cut > 0 {
+			fmt.Fprintf(stderr, " (and some more in the %d requests that failed part way, which report none)", st.Failed+st.Cut)
+		}
+		fmt.Fprintln(stderr)
+		if f.verify {
+			return verifyBulk(ctx, cfg, name, stderr)
+		}
+		return nil
+	case errors.As(err, &se):
+		return setupErrorf("%s: %s", name, strings.TrimPrefix(err.Error(), "visit: ")) // a bad selection, an unknown cluster
+	case ctx.Err() != nil:
+		fmt.Fprintf(stderr, "retries %s: interrupted after %d documents\n", name, b.Processed())
+		return silentExit(exitInterrupted)
+	case errors.Is(err, visit.ErrMaxOutage):
+		fmt.Fprintf(stderr, "retries %s: %s\n", name, strings.TrimPrefix(err.Error(), "visit: "))
+		return silentExit(exitOutage)
+	}
+	fmt.Fprintf(stderr, "retries %s: %s\n", name, strings.TrimPrefix(err.Error(), "visit: "))
+	return errSilent
+}
+
+// verifyBulk visits what a run of cfg's selects (with its marker, those
+// not marked), ids only, and says how many still match: exit 1 if any.
+func verifyBulk(ctx context.Context, cfg visit.Config, name string, stderr io.Writer) error {
+	sel := cfg.Selection
+	if p := cfg.Process; p.Marker != "" {
+		sel = "(" + sel + ") and " + p.DocumentType + "." + p.Marker + ` != "` + p.Run + `"`
+	} else if p.Update != nil {
+		fmt.Fprintf(stderr, "retries update: -verify: without -marker, a document updated still matches the selection: nothing to count\n")
+		return nil
+	}
+	cfg.Process, cfg.Selection, cfg.FieldSet, cfg.Pages = nil, sel, "[id]", true
+	c, err := visit.New(cfg)
+	if err != nil {
+		return setupErrorf("%s: -verify: %v", name, err)
+	}
+	n := 0
+	if _, err := c.Visit(ctx, visit.Progress{}, func(pg visit.Page) error { n += len(pg.Documents); return nil }); err != nil {
+		fmt.Fprintf(stderr, "retries %s: -verify: %s\n", name, strings.TrimPrefix(err.Error(), "visit: "))
+		return errSilent
+	}
+	if n > 0 {
+		fmt.Fprintf(stderr, "retries %s: -verify: %d documents still match\n", name, n)
+		return errSilent
+	}
+	fmt.Fprintf(stderr, "retries %s: -verify: no document matches\n", name)
+	return nil
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/seed32e55400/retries/visit/visittest"
+)
+
+// bulkFaults fails requests as issue 50's arena does: some 500s after part
+// of their chunk, 504s with nothing processed, cuts after part of their
+// chunk, 503s and 429s.
+func bulkFaults(_ *http.Request, n int) int {
+	switch n % 23 {
+	case 3, 14:
+		return visittest.FailAfterPart(http.StatusInternalServerError)
+	case 7:
+		return visittest.FailAfterPart(http.StatusGatewayTimeout)
+	case 10:
+		return visittest.CutAfter(0)
+	case 17:
+		return http.StatusServiceUnavailable
+	case 20:
+		return http.StatusTooManyRequests
+	}
+	return 0
+}
+
+// TestDeleteCommand: retries delete through 500s and cuts after part of a
+// chunk, 504s, 503s and 429s deletes every document the selection matches
+// and no other, exits 0, says how many on stdout, and -verify finds none
+// left.
+func TestDeleteCommand(t *testing.T) {
+	t.Parallel()
+	srv := visittest.New(t, 4000, 64, bulkFaults)
+	code, stdout, stderr := runCmd(t, "delete", "-q", "-verify", "-url", srv.URL, "-cluster", "music", "-selection", "music.n % 2 == 0", "-slices", "4")
+	if code != 0 || !strings.Contains(stderr, "-verify: no document matches") {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	for d := range 4000 {
+		if srv.IsDeleted(d) != (d%2 == 0) {
+			t.Fatalf("document %d: deleted %v", d, srv.IsDeleted(d))
+		}
+	}
+	var sum struct{ Documents, Requests int }
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil || sum.Documents == 0 || sum.Requests == 0 {
+		t.Errorf("the summary %q: %v", stdout, err)
+	}
+}
+
+// TestUpdateCommand: an increment with -marker through the same faults is
+// applied to every document the selection matches exactly once, and to
+// no other.
+func TestUpdateCommand(t *testing.T) {
+	t.Parallel()
+	srv := visittest.New(t, 4000, 64, bulkFaults)
+	code, _, stderr := runCmd(t, "update", "-q", "-verify", "-url", srv.URL, "-cluster", "music", "-namespace", "music", "-type", "music",
+		"-selection", "music.n < 3000", "-update", `{"fields":{"n":{"increment":1}}}`, "-marker", "run", "-slices", "4")
+	if code != 0 || !strings.Contains(stderr, "-verify: no document matches") {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	updates := srv.Updates()
+	for d := range 4000 {
+		if want := map[bool]int{true: 1}[d < 3000]; updates[d] != want {
+			t.Fatalf("document %d updated %d times, want %d", d, updates[d], want)
+		}
+	}
+}
+
+// TestBulkRefused: an increment without -marker, a selection the server
+// cannot parse and a cluster it does not have each exit 2, saying why
+// (-marker, the server's message, the cluster), and apply nothing.
+func TestBulkRefused(t *testing.T) {
+	t.Parallel()
+	var requests atomic.Int64
+	srv := visittest.New(t, 100, 8, func(*http.Request, int) int { requests.Add(1); return 0 })
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"update", "-cluster", "music", "-namespace", "music", "-type", "music", "-selection", "true", "-update", `{"fields":{"n":{"increment":1}}}`}, "give -marker FIELD"},
+		{[]string{"delete", "-cluster", "music", "-selection", "music.n ~ 3"}, `Could not parse document selection "music.n ~ 3"`},
+		{[]string{"delete", "-cluster", "nope", "-selection", "true"}, "no content cluster 'nope'"},
+		{[]string{"update", "-cluster", "music", "-selection", "true", "-update", `{"fields":{}}`}, "-namespace, -type and -update are required"},
+	} {
+		code, _, stderr := runCmd(t, append(append(tc.args[:1:1], "-q", "-url", srv.URL), tc.args[1:]...)...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr:\n%s\nwant 2 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+	if srv.Deleted() != 0 || len(srv.Updates()) != 0 || requests.Load() > 8 {
+		t.Errorf("%d deleted, %d updated, %d requests: want nothing applied, and a request a slice at most", srv.Deleted(), len(srv.Updates()), requests.Load())
+	}
+}
+
+// TestUpdateKilled: an increment with -marker and -checkpoint, SIGKILLed
+// twice once its checkpoint covers part of the run, then the same command
+// to its end, applies the increment to every matching document exactly
+// once, and processes at most 1.3 times the buckets (a resume goes on
+// from its checkpoint).
+func TestUpdateKilled(t *testing.T) {
+	t.Parallel()
+	var hold atomic.Pointer[chan struct{}]
+	srv := visittest.New(t, 20000, 512, func(_ *http.Request, n int) int {
+		if h := hold.Load(); h != nil && n%40 == 39 {
+			<-*h // the process is killed meanwhile
+		}
+		return bulkFaults(nil, n)
+	})
+	srv.ChunkBuckets = 2
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "ck.json")
+	args := []string{"update", "-q", "-url", srv.URL, "-cluster", "music", "-namespace", "music", "-type", "music", "-selection", "true",
+		"-update", `{"fields":{"n":{"increment":1}}}`, "-marker", "run", "-slices", "4", "-checkpoint", ck}
+	written := renames(t, dir)
+	for range 2 {
+		h := make(chan struct{})
+		hold.Store(&h)
+		cmd := startProcess(t, newSyncBuffer(), args...)
+		for k := 0; k < 20; { // twenty checkpoints: part of the run
+			if <-written == "ck.json" {
+				k++
+			}
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		hold.Store(nil)
+		close(h)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := runBulk(context.Background(), args[1:], true, &stdout, &stderr); err != nil {
+		t.Fatalf("the resumed run: %v; stderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "resuming from ") {
+		t.Errorf("the last run did not resume:\n%s", stderr.String())
+	}
+	updates := srv.Updates()
+	for d := range 20000 {
+		if updates[d] != 1 {
+			t.Fatalf("document %d updated %d times, want once", d, updates[d])
+		}
+	}
+	if b := srv.ProcessedBuckets(); b > 512*13/10 {
+		t.Errorf("%d buckets processed for 512: a resume started over", b)
+	} else {
+		t.Logf("%d buckets processed for 512, over two kills", b)
+	}
+}
