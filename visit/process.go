@@ -53,7 +53,8 @@ var ErrUnsafeUpdate = errors.New("visit: the update is not safe to apply twice (
 
 // SafeToRepeat reports whether update (an object with "fields") only
 // assigns, so that applying it twice to a document is as once; an error
-// says why update is not an update.
+// says why update is not an update (not an object with "fields", or an
+// operation Vespa does not have).
 func SafeToRepeat(update json.RawMessage) (bool, error) {
 	var u struct {
 		Fields map[string]json.RawMessage `json:"fields"`
@@ -61,18 +62,23 @@ func SafeToRepeat(update json.RawMessage) (bool, error) {
 	if err := json.Unmarshal(update, &u); err != nil || u.Fields == nil {
 		return false, fmt.Errorf(`visit: the update is not a JSON object with "fields": %s`, firstLine(update))
 	}
+	safe := true
 	for name, f := range u.Fields {
 		var ops map[string]json.RawMessage
 		if err := json.Unmarshal(f, &ops); err != nil || len(ops) == 0 {
 			return false, fmt.Errorf("visit: the update of field %q is not an object of operations (such as {\"assign\": …})", name)
 		}
 		for op := range ops {
-			if op != "assign" {
-				return false, nil
+			switch op {
+			case "assign":
+			case "add", "remove", "increment", "decrement", "multiply", "divide", "match", "modify":
+				safe = false
+			default:
+				return false, fmt.Errorf("visit: the update of field %q: %q is not an update operation (assign, add, remove, increment, decrement, multiply, divide, match, modify)", name, op)
 			}
 		}
 	}
-	return true, nil
+	return safe, nil
 }
 
 // firstLine returns the start of b, for a message.

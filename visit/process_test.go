@@ -121,7 +121,7 @@ func TestProcessRefused(t *testing.T) {
 	if !errors.As(err, &se) || se.Status != http.StatusBadRequest || !strings.Contains(se.Message, "Could not parse document selection") || srv.Deleted() != 0 {
 		t.Errorf("Visit: %v, %d deleted; want the server's 400 and nothing deleted", err, srv.Deleted())
 	}
-	for _, u := range []string{`{"n":{"increment":1}}`, `[]`, `{"fields":{"n":1}}`} {
+	for _, u := range []string{`{"n":{"increment":1}}`, `[]`, `{"fields":{"n":1}}`, `{"fields":{"n":{"incrment":1}}}`} {
 		if _, err := New(Config{URL: srv.URL, Cluster: "music", Selection: "true",
 			Process: &Process{Update: json.RawMessage(u), Namespace: "music", DocumentType: "music"}}); err == nil {
 			t.Errorf("update %s: accepted", u)

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The Server deletes and updates by selection as Vespa's handler does: a
@@ -124,8 +125,11 @@ func (s *Server) process(w http.ResponseWriter, r *http.Request, buckets []int, 
 		part = next + (end-next+1)/2
 	}
 	count := 0
-	s.mu.Lock()
 	for b := next; b < part; b++ {
+		if s.BucketTime > 0 {
+			time.Sleep(s.BucketTime)
+		}
+		s.mu.Lock()
 		s.buckets++
 		for d := buckets[b]; d < s.Docs; d += s.Buckets {
 			f, alive := s.documentLocked(d)
@@ -139,8 +143,8 @@ func (s *Server) process(w http.ResponseWriter, r *http.Request, buckets []int, 
 			}
 			s.apply(d, f, update)
 		}
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
 	switch {
 	case failAfterPart == http.StatusGatewayTimeout:
 		writeJSON(w, http.StatusGatewayTimeout, map[string]any{"pathId": r.URL.Path, "message": "No buckets visited within timeout of 30000ms (request timeout -5000ms)"})

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Reset is the fault that makes the Server reset the connection.
@@ -63,8 +64,10 @@ type Server struct {
 	MaxVisits int
 
 	// ChunkBuckets is how many buckets a request that deletes or updates
-	// by selection processes before it answers; 0: 4.
+	// by selection processes before it answers; 0: 4. BucketTime is how
+	// long each takes.
 	ChunkBuckets int
+	BucketTime   time.Duration
 
 	mu       sync.Mutex
 	visiting int

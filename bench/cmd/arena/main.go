@@ -85,6 +85,8 @@ type config struct {
 	bucketTime   time.Duration
 	visitTimeout time.Duration
 	queryMode    bool
+	bulkMode     bool
+	bulk         bulkConfig
 	query        queryConfig
 }
 
@@ -113,6 +115,9 @@ func main() {
 	flag.DurationVar(&c.bucketTime, "bucket-time", 0, "with -visit or -copy: the time one bucket takes to visit")
 	flag.DurationVar(&c.visitTimeout, "visit-timeout", 0, "with -visit or -copy: a visit request ends after this, with a continuation token (0: a stream runs to its slice's end)")
 	flag.BoolVar(&show, "show", false, "the feeders write their output to stderr (without it, the end of a feeder's stderr is printed when it exits other than 0)")
+	flag.BoolVar(&c.bulkMode, "bulk", false, "a store that deletes and updates by selection (see bulk.go): the feeder gets $ARENA_URL and $ARENA_SELECTION")
+	flag.StringVar(&c.bulk.faults, "bulk-faults", "", "with -bulk: A,B,C: the shares of requests answered 500 after part of their chunk, 504 with nothing processed, and cut after part")
+	flag.StringVar(&c.bulk.selection, "selection", "", `with -bulk: the selection of the run ("true" or "music.n % M == R"; default music.n % 2 == 0)`)
 	flag.BoolVar(&c.queryMode, "query", false, "containers that answer Vespa queries (see query.go): the feeder gets $ARENA_URLS and $ARENA_QUERIES")
 	flag.IntVar(&c.query.containers, "containers", 3, "with -query: the containers")
 	flag.StringVar(&c.query.tail, "tail", "", "with -query: SHARE+EXTRA: that share of the queries of the first -tail-on containers is held EXTRA longer")
@@ -188,6 +193,10 @@ func run(c config, feeder []string) (line string, exit int, err error) {
 	if c.queryMode {
 		c.limit = cmp.Or(c.limit, 5*time.Minute)
 		return runQuery(c, feeder)
+	}
+	if c.bulkMode {
+		c = c.withDefaults()
+		return runBulk(c, feeder)
 	}
 	c = c.withDefaults()
 	if err := c.check(); err != nil {

@@ -211,3 +211,31 @@ func TestArenaQuery(t *testing.T) {
 		t.Errorf("the largest timeout sent, in %s: want at most the 500 ms deadline less the margin", line)
 	}
 }
+
+// TestArenaBulk runs retries update with an increment and -marker through
+// the bulk mode's faults (500s and cuts after part of a chunk, 504s, 429s
+// beyond two visitors), and the documentation's shell loop on the same
+// store: the command exits 0 with every matching document updated once
+// and no other touched; the loop exits 0 too, having stopped at its first
+// failure with documents left.
+func TestArenaBulk(t *testing.T) {
+	bin := buildRetries(t)
+	c := config{bulkMode: true, docs: 4000, buckets: 64, inflight: 2, limit: time.Minute, label: "bulk", seed: 3,
+		bulk: bulkConfig{faults: "0.1,0.05,0.05"}}
+	line, exit, err := run(c, []string{"sh", "-c", bin + ` update -q -url $ARENA_URL -cluster music -namespace music -type music -selection "$ARENA_SELECTION" -update '{"fields":{"n":{"increment":1}}}' -marker run -slices 4`})
+	if err != nil || exit != 0 {
+		t.Fatalf("run: %v, exit %d, %s", err, exit, line)
+	}
+	t.Log(line)
+	if field(t, line, "updated-once") != 2000 || field(t, line, "updated-twice") != 0 || field(t, line, "others-touched") != 0 {
+		t.Errorf("%s: want the 2000 matching documents updated once, no other touched", line)
+	}
+	line, exit, err = run(c, []string{"sh", "-c", `c=""; while t=$(curl -s -X DELETE -G --data-urlencode "selection=$ARENA_SELECTION" --data-urlencode cluster=music $c "$ARENA_URL/document/v1/" | jq -re .continuation); do c="--data-urlencode continuation=$t"; done; exit 0`})
+	if err != nil || exit != 0 {
+		t.Fatalf("the loop: %v, exit %d, %s", err, exit, line)
+	}
+	t.Log(line)
+	if field(t, line, "left") == 0 {
+		t.Errorf("%s: the loop left nothing: the faults do not show its early end", line)
+	}
+}
