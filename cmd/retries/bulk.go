@@ -167,6 +167,9 @@ func runBulk(ctx context.Context, args []string, update bool, stdout, stderr io.
 		}
 		return nil
 	case errors.As(err, &se):
+		if f.checkpoint != "" && !b.Resumed() && b.Processed() == 0 {
+			os.Remove(f.checkpoint) // a refused run leaves nothing behind: there was none before it
+		}
 		return setupErrorf("%s: %s", name, strings.TrimPrefix(err.Error(), "visit: ")) // a bad selection, an unknown cluster
 	case ctx.Err() != nil:
 		fmt.Fprintf(stderr, "retries %s: interrupted after %d documents\n", name, b.Processed())

@@ -373,11 +373,20 @@ func waitFeeder(k int, cmd *exec.Cmd, limit time.Duration, start time.Time, r *f
 // serveUntilSignal prints the ARENA_ variables of env, which a command
 // typed by hand uses, and waits for SIGINT or SIGTERM. The run's clock
 // starts now, for -outage and -phases.
+// shellQuote returns s as a shell word: as it is when it holds only safe
+// characters, else in single quotes.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:@=,+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 func serveUntilSignal(env map[string]string, started *atomic.Int64) error {
 	started.Store(time.Now().UnixNano())
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		if !strings.HasPrefix(k, "ARENA_FEEDER") {
-			fmt.Printf("export %s=%s\n", k, env[k])
+			fmt.Printf("export %s=%s\n", k, shellQuote(env[k]))
 		}
 	}
 	fmt.Println("# serving until interrupted")
