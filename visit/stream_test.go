@@ -88,8 +88,10 @@ func TestVisitStreamResumes(t *testing.T) {
 // stream with JSON pages is read page by page, through faults.
 func TestVisitPagesFromAServerWithoutStreams(t *testing.T) {
 	t.Parallel()
-	srv := visittest.New(t, 3000, 101, cutting(0.3, 2000, 5))
+	srv := visittest.NewUnstartedServer(3000, 101, cutting(0.3, 2000, 5))
 	srv.Streams = false
+	srv.Start()
+	t.Cleanup(srv.Close)
 	visitAllOnce(t, srv, 3000)
 }
 

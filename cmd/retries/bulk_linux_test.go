@@ -110,13 +110,15 @@ func TestBulkRefused(t *testing.T) {
 func TestUpdateKilled(t *testing.T) {
 	t.Parallel()
 	var hold atomic.Pointer[chan struct{}]
-	srv := visittest.New(t, 20000, 512, func(_ *http.Request, n int) int {
+	srv := visittest.NewUnstartedServer(20000, 512, func(_ *http.Request, n int) int {
 		if h := hold.Load(); h != nil && n%40 == 39 {
 			<-*h // the process is killed meanwhile
 		}
 		return bulkFaults(nil, n)
 	})
 	srv.ChunkBuckets = 2
+	srv.Start()
+	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	ck := filepath.Join(dir, "ck.json")
 	args := []string{"update", "-q", "-url", srv.URL, "-cluster", "music", "-namespace", "music", "-type", "music", "-selection", "true",

@@ -85,9 +85,19 @@ type Server struct {
 // be nil), for a program as well as a test: the caller closes it with
 // Close.
 func NewServer(docs, buckets int, fault func(r *http.Request, n int) int) *Server {
+	s := NewUnstartedServer(docs, buckets, fault)
+	s.Start()
+	return s
+}
+
+// NewUnstartedServer returns a Server as NewServer does, but not started:
+// the caller sets its fields (MaxVisits, ChunkBuckets, BucketTime,
+// Streams) and then calls Start, as with httptest.NewUnstartedServer; a
+// field set once the Server serves races with its requests.
+func NewUnstartedServer(docs, buckets int, fault func(r *http.Request, n int) int) *Server {
 	s := &Server{Cluster: "music", Docs: docs, Buckets: buckets, fault: fault, served: map[int]int{}, Streams: true,
 		deleted: map[int]bool{}, fields: map[int]map[string]any{}, updates: map[int]int{}}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	return s
 }
 

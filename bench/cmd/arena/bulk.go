@@ -66,7 +66,7 @@ func runBulk(c config, feeder []string) (string, int, error) {
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(c.seed, 13))
 	var counts [4]atomic.Int64 // 500, 504, cut, outage
-	srv := visittest.NewServer(c.docs, c.buckets, func(r *http.Request, _ int) int {
+	srv := visittest.NewUnstartedServer(c.docs, c.buckets, func(r *http.Request, _ int) int {
 		if r.Method == http.MethodGet {
 			return 0 // a -verify visit
 		}
@@ -92,8 +92,9 @@ func runBulk(c config, feeder []string) (string, int, error) {
 		}
 		return 0
 	})
-	defer srv.Close()
 	srv.BucketTime, srv.MaxVisits = c.bucketTime, c.inflight
+	srv.Start()
+	defer srv.Close()
 	env := map[string]string{"ARENA_URL": srv.URL, "ARENA_SELECTION": sel}
 	if len(feeder) == 0 {
 		return "", 0, serveUntilSignal(env, &started)
