@@ -63,7 +63,8 @@ func addBulkFlags(fs *flag.FlagSet, f *bulkFlags, update bool) {
 	fs.StringVar(&f.key, "key", "", "the client certificate's private key, a PEM `FILE`")
 	fs.StringVar(&f.ca, "ca", "", "trust the CA certificates of this PEM `FILE` instead of the system's")
 	fs.DurationVar(&f.maxOutage, "max-outage", 5*time.Minute, "end the run when a slice has failed for this long")
-	fs.DurationVar(&f.progress, "progress", time.Second, "time between progress reports on stderr; 0: none")
+	f.progress = time.Second
+	fs.Var((*progressFlag)(&f.progress), "progress", "time between progress reports on stderr; -progress alone: 1s; 0 or false: none")
 	fs.BoolVar(&f.quiet, "q", false, "no progress lines (as -progress 0)")
 }
 
@@ -207,5 +208,30 @@ func verifyBulk(ctx context.Context, cfg visit.Config, name string, stderr io.Wr
 		return errSilent
 	}
 	fmt.Fprintf(stderr, "retries %s: -verify: no document matches\n", name)
+	return nil
+}
+
+// progressFlag is -progress of delete and update: a duration, or alone (as
+// the issue's scripts call it, "-progress") one second, and false none.
+type progressFlag time.Duration
+
+func (p *progressFlag) String() string { return time.Duration(*p).String() }
+
+func (p *progressFlag) IsBoolFlag() bool { return true }
+
+func (p *progressFlag) Set(s string) error {
+	switch s {
+	case "true":
+		*p = progressFlag(time.Second)
+		return nil
+	case "false":
+		*p = 0
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New("want a duration, such as 2s, or none (-progress alone: 1s)")
+	}
+	*p = progressFlag(d)
 	return nil
 }

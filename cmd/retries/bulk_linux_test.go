@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/seed32e55400/retries/visit/visittest"
 )
@@ -155,5 +156,23 @@ func TestUpdateKilled(t *testing.T) {
 		t.Errorf("%d buckets processed for 512: a resume started over", b)
 	} else {
 		t.Logf("%d buckets processed for 512, over two kills", b)
+	}
+}
+
+// TestBulkProgressFlag: -progress alone (as scripts call it), a duration,
+// false and 0 are each taken; a word is a usage error.
+func TestBulkProgressFlag(t *testing.T) {
+	t.Parallel()
+	for arg, want := range map[string]time.Duration{"-progress": time.Second, "-progress=3s": 3 * time.Second, "-progress=false": 0, "-progress=0": 0} {
+		fs := newFlagSet("delete")
+		var f bulkFlags
+		addBulkFlags(fs, &f, false)
+		if err := fs.Parse([]string{arg, "-q"}); err != nil || f.progress != want {
+			t.Errorf("%s: %v, %v; want %v", arg, err, f.progress, want)
+		}
+	}
+	code, _, stderr := runCmd(t, "delete", "-url", "http://localhost:1", "-cluster", "music", "-selection", "true", "-progress=often")
+	if code != exitUsage || !strings.Contains(stderr, "want a duration") {
+		t.Errorf("-progress=often: exit %d, stderr:\n%s", code, stderr)
 	}
 }
