@@ -150,7 +150,7 @@ func runBulk(ctx context.Context, args []string, update bool, stdout, stderr io.
 	err = b.Run(ctx, c, prog.note)
 	stopProgress()
 	st := c.Stats()
-	summary, _ := json.Marshal(map[string]any{"documents": b.Processed(), "requests": st.Requests, "throttled": st.Throttled,
+	summary, _ := json.Marshal(map[string]any{"documents": b.Processed(), "requests": st.Requests, "throttled": st.Throttled, "cut": st.Cut,
 		"failed": st.Failed, "seconds": time.Since(start).Round(time.Millisecond).Seconds()})
 	if _, werr := stdout.Write(append(summary, '\n')); werr != nil && err == nil {
 		err = werr
