@@ -102,10 +102,18 @@ func (e *RetryError) Error() string {
 	}
 	inner, _ := asInTree[*RetryError](e.Err)
 	switch {
-	case inner != nil && e.ContextErr != nil && inner.ContextErr == e.ContextErr &&
-		inner.Attempts == 0 && inner.OutageAttempts == 0:
-		// An inner layer that the same cause stopped before its first
-		// attempt says nothing more.
+	case inner != nil && (e.ContextErr != nil && inner.ContextErr == e.ContextErr || e.Refusal != nil && inner.Refusal == e.Refusal):
+		// An inner layer that the same cause stopped says only what its
+		// last attempt ended with: the cause, and its counts, once is
+		// enough (a feed that stopped said its cause three times).
+		switch {
+		case inner.Err != nil:
+			b = append(b, ": "...)
+			b = append(b, strings.TrimPrefix(inner.Err.Error(), "retries: ")...)
+		case inner.Value != nil:
+			b = append(b, ": last outcome "...)
+			b = append(b, describeValue(inner.Value)...)
+		}
 	case e.Err != nil:
 		// An inner layer's RetryError says "retries: " once is enough.
 		b = append(b, ": "...)

@@ -28,13 +28,19 @@ func TestRetryErrorMessage(t *testing.T) {
 		{&retries.RetryError{Attempts: 4}, "retries: giving up after 4 attempts"},
 		{&retries.RetryError{Attempts: 5, Err: &retries.RetryError{Attempts: 10, Err: errBoom}},
 			"retries: giving up after 5 attempts: giving up after 10 attempts: boom"},
-		// The inner layer that the same cause stopped before it began adds
-		// nothing ("interrupted after 2 attempts: interrupted before the
-		// first attempt" said it twice).
+		// The inner layer that the same cause stopped adds only its last
+		// attempt's error: "interrupted after 2 attempts: interrupted before
+		// the first attempt" said the cause twice, and a feed stopped for
+		// its setup said "no request got a response in 30s (dial …):
+		// check -url after 2 attempts: no request got a response in 30s
+		// (dial …): check -url after 0 attempts and 15 during an outage:
+		// dial …", its cause three times.
 		{&retries.RetryError{Attempts: 2, ContextErr: errBoom, Err: &retries.RetryError{ContextErr: errBoom}},
 			"retries: boom after 2 attempts"},
 		{&retries.RetryError{Attempts: 2, ContextErr: errBoom, Err: &retries.RetryError{Attempts: 1, ContextErr: errBoom, Err: errDown}},
-			"retries: boom after 2 attempts: boom after 1 attempt: connection refused (the server is down)"},
+			"retries: boom after 2 attempts: connection refused (the server is down)"},
+		{&retries.RetryError{Attempts: 1, Refusal: errBoom, Err: &retries.RetryError{Attempts: 3, OutageAttempts: 4, Refusal: errBoom, Value: &http.Response{StatusCode: 503}}},
+			"retries: boom after 1 attempt: last outcome *http.Response with status 503"},
 	} {
 		if got := tc.err.Error(); got != tc.want {
 			t.Errorf("Error() = %q, want %q", got, tc.want)
