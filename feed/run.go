@@ -236,7 +236,11 @@ func (r *run) cancelAfterGrace(ctx context.Context, finished <-chan struct{}) {
 	case n == 0:
 		c.out.logf("interrupted: nothing in flight; stopping\n")
 	case c.cfg.Grace > 0:
-		c.out.logf("interrupted: waiting up to %v for the %d requests in flight; interrupt again to quit at once\n", c.cfg.Grace, n)
+		reqs := "requests"
+		if n == 1 {
+			reqs = "request"
+		}
+		c.out.logf("interrupted: waiting up to %v for the %d %s in flight; interrupt again to quit at once\n", c.cfg.Grace, n, reqs)
 	default:
 		c.out.logf("interrupted: canceling the %d requests in flight\n", n)
 	}
