@@ -75,7 +75,7 @@ func (m *member) commit(ctx context.Context, only map[int32]bool, final bool) {
 	defer func() { <-m.committing }()
 	var plans []plan
 	m.mu.Lock()
-	renew := time.Until(m.leaseUntil) < 2*m.session()/3
+	renew := time.Until(m.lease.deadline()) < 2*m.session()/3
 	for p, pt := range m.parts {
 		if (only != nil && !only[p]) || !pt.known {
 			continue // not this commit's, or its committed offset is not fetched yet
@@ -130,7 +130,7 @@ func (m *member) commit(ctx context.Context, only map[int32]bool, final bool) {
 		pl.pt.led.Committed(pl.snap)
 	}
 	if accepted {
-		m.renew(sent)
+		m.lease.renew(sent.Add(m.session()))
 	}
 	m.commits.Add(1)
 }

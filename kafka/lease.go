@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/seed32e55400/retries/feed"
@@ -21,11 +22,8 @@ func (m *member) beforeUnsafe(ctx context.Context, op feed.Operation) error {
 		return nil
 	}
 	pt := it.p
-	m.mu.Lock()
-	revoked := pt.revoked
 	ord, ok := pt.led.Find(it.r.Offset)
-	m.mu.Unlock()
-	if revoked || !ok {
+	if pt.ctx.Err() != nil || !ok { // moved away: its context ends with the revoke
 		return errRevoked
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -43,10 +41,10 @@ func (m *member) beforeUnsafe(ctx context.Context, op feed.Operation) error {
 type memberFence struct{ m *member }
 
 func (f memberFence) Admit(ctx context.Context, op feed.Operation) error { return f.m.fence(ctx, op) }
-func (f memberFence) Until() time.Time                                   { return f.m.lease() }
+func (f memberFence) Until() time.Time                                   { return f.m.lease.deadline() }
 
 // fence is the feed's Fence.Admit: a request of a record goes out only while the
-// member owns the record's partition and holds the lease (see leaseUntil).
+// member owns the record's partition and holds the lease (see lease).
 // A member whose process stalled past its session timeout wakes up before
 // the group tells it that its partitions moved: its lease has run out, and
 // its requests wait until a commit renews it or the partition is lost.
@@ -56,13 +54,11 @@ func (m *member) fence(ctx context.Context, op feed.Operation) error {
 		return nil
 	}
 	for {
-		m.mu.Lock()
-		revoked, until, renewed := it.p.revoked, m.leaseUntil, m.renewed
-		m.mu.Unlock()
+		renewed := m.lease.next() // before the deadline is read: no renewal is missed
 		switch {
-		case revoked:
+		case it.p.ctx.Err() != nil: // moved away: its context ends with the revoke
 			return errRevoked
-		case time.Now().Before(until):
+		case time.Now().Before(m.lease.deadline()):
 			return nil
 		}
 		select {
@@ -78,21 +74,38 @@ func (m *member) fence(ctx context.Context, op feed.Operation) error {
 	}
 }
 
-// lease is the feed's Fence.Until: the fence's lease, checked again as each
-// request is written, so that a process that stalled between the fence
-// and the write does not send what it had let through when it wakes.
-func (m *member) lease() time.Time {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.leaseUntil
+// lease is the member's lease: the time the last commit that the group
+// accepted was sent, plus the session timeout, before which the group
+// cannot have given the member's partitions to another. A record goes
+// out only before it: the fence checks it before each request, and the
+// feed's connections as each write reaches them (Fence.Until), both
+// without a lock, so that a process that stalled between the fence and
+// the write does not send what it had let through when it wakes.
+type lease struct {
+	until   atomic.Int64                  // as UnixNano; 0: none yet
+	renewed atomic.Pointer[chan struct{}] // closed at the next renewal
 }
 
-// renew renews the lease from sent, when a commit sent then was accepted.
-// m.mu is held.
-func (m *member) renew(sent time.Time) {
-	if until := sent.Add(m.session()); until.After(m.leaseUntil) {
-		m.leaseUntil = until
-		close(m.renewed)
-		m.renewed = make(chan struct{})
+func newLease() *lease {
+	l := &lease{}
+	ch := make(chan struct{})
+	l.renewed.Store(&ch)
+	return l
+}
+
+// deadline returns the time until which the member may write.
+func (l *lease) deadline() time.Time { return time.Unix(0, l.until.Load()) }
+
+// next returns a channel closed at the next renewal.
+func (l *lease) next() <-chan struct{} { return *l.renewed.Load() }
+
+// renew extends the lease to until, if later; the commits call it one at a
+// time.
+func (l *lease) renew(until time.Time) {
+	if until.UnixNano() <= l.until.Load() {
+		return
 	}
+	l.until.Store(until.UnixNano())
+	ch := make(chan struct{})
+	close(*l.renewed.Swap(&ch))
 }

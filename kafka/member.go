@@ -210,7 +210,7 @@ func (m *member) session() time.Duration { return cmp.Or(m.cfg.SessionTimeout, D
 
 // newMember returns the member of cfg, with no client yet.
 func newMember(cfg Config) *member {
-	m := &member{cfg: cfg, parts: map[int32]*partition{}, renewed: make(chan struct{}), items: make(chan item, 64),
+	m := &member{cfg: cfg, parts: map[int32]*partition{}, lease: newLease(), items: make(chan item, 64),
 		ready: make(chan struct{}, 1), committing: make(chan struct{}, 1), asked: make(chan struct{}, 1)}
 	m.cond = sync.NewCond(&m.mu)
 	m.stop = func(error) {}
@@ -231,13 +231,8 @@ type member struct {
 	mu    sync.Mutex
 	cond  *sync.Cond // broadcast when a record is done or kept, for a revoke
 	parts map[int32]*partition
-	// The lease: a record goes out only until leaseUntil, the time the
-	// last commit that the group accepted was sent plus the session
-	// timeout, since the group cannot have moved the member's partitions
-	// before then. renewed is closed when it is renewed.
-	leaseUntil time.Time
-	renewed    chan struct{}
-	asked      chan struct{} // a reservation or the lease waits for a commit
+	lease *lease        // read without m.mu, by the fence and the connections
+	asked chan struct{} // a reservation or the lease waits for a commit
 
 	items chan item     // fetched records, to the feed
 	ready chan struct{} // a fetch added pending records
