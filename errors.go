@@ -100,27 +100,22 @@ func (e *RetryError) Error() string {
 		b = strconv.AppendInt(b, int64(e.OutageAttempts), 10)
 		b = append(b, " during an outage"...)
 	}
-	inner, _ := asInTree[*RetryError](e.Err)
-	switch {
-	case inner != nil && (e.ContextErr != nil && inner.ContextErr == e.ContextErr || e.Refusal != nil && inner.Refusal == e.Refusal):
+	last := e
+	if inner, _ := asInTree[*RetryError](e.Err); inner != nil &&
+		(e.ContextErr != nil && inner.ContextErr == e.ContextErr || e.Refusal != nil && inner.Refusal == e.Refusal) {
 		// An inner layer that the same cause stopped says only what its
 		// last attempt ended with: the cause, and its counts, once is
 		// enough (a feed that stopped said its cause three times).
-		switch {
-		case inner.Err != nil:
-			b = append(b, ": "...)
-			b = append(b, strings.TrimPrefix(inner.Err.Error(), "retries: ")...)
-		case inner.Value != nil:
-			b = append(b, ": last outcome "...)
-			b = append(b, describeValue(inner.Value)...)
-		}
-	case e.Err != nil:
+		last = inner
+	}
+	switch {
+	case last.Err != nil:
 		// An inner layer's RetryError says "retries: " once is enough.
 		b = append(b, ": "...)
-		b = append(b, strings.TrimPrefix(e.Err.Error(), "retries: ")...)
-	case e.Value != nil:
+		b = append(b, strings.TrimPrefix(last.Err.Error(), "retries: ")...)
+	case last.Value != nil:
 		b = append(b, ": last outcome "...)
-		b = append(b, describeValue(e.Value)...)
+		b = append(b, describeValue(last.Value)...)
 	}
 	return string(b)
 }

@@ -10,25 +10,6 @@ import (
 	"github.com/seed32e55400/retries/visit/visittest"
 )
 
-// bulkFaults fails requests as issue 50's arena does: some 500s after part
-// of their chunk, 504s with nothing processed, cuts after part of their
-// chunk, 503s and 429s.
-func bulkFaults(_ *http.Request, n int) int {
-	switch n % 23 {
-	case 3, 14:
-		return visittest.FailAfterPart(http.StatusInternalServerError)
-	case 7:
-		return visittest.FailAfterPart(http.StatusGatewayTimeout)
-	case 10:
-		return visittest.CutAfter(0)
-	case 17:
-		return http.StatusServiceUnavailable
-	case 20:
-		return http.StatusTooManyRequests
-	}
-	return 0
-}
-
 // process runs cfg's Process against srv to its end, and returns the
 // documents the pages said were processed.
 func process(t *testing.T, cfg Config) int {
@@ -58,7 +39,7 @@ func process(t *testing.T, cfg Config) int {
 // only on a 200.
 func TestProcessDelete(t *testing.T) {
 	t.Parallel()
-	srv := visittest.New(t, 4000, 64, bulkFaults)
+	srv := visittest.New(t, 4000, 64, visittest.ChunkFaults)
 	processed := process(t, Config{URL: srv.URL, Cluster: "music", Slices: 4, Selection: "music.n % 2 == 0", Process: &Process{}})
 	for d := range 4000 {
 		if srv.IsDeleted(d) != (d%2 == 0) {
@@ -83,7 +64,7 @@ func TestProcessUpdateMarker(t *testing.T) {
 		Process: &Process{Update: inc, Namespace: "music", DocumentType: "music"}}); !errors.Is(err, ErrUnsafeUpdate) || !strings.Contains(err.Error(), "marker") {
 		t.Errorf("an increment without a marker: %v, want ErrUnsafeUpdate", err)
 	}
-	srv := visittest.New(t, 4000, 64, bulkFaults)
+	srv := visittest.New(t, 4000, 64, visittest.ChunkFaults)
 	process(t, Config{URL: srv.URL, Cluster: "music", Slices: 4, Selection: "music.n < 3000",
 		Process: &Process{Update: inc, Namespace: "music", DocumentType: "music", Marker: "run", Run: "r1"}})
 	updates := srv.Updates()
@@ -93,7 +74,7 @@ func TestProcessUpdateMarker(t *testing.T) {
 		}
 	}
 
-	srv = visittest.New(t, 4000, 64, bulkFaults)
+	srv = visittest.New(t, 4000, 64, visittest.ChunkFaults)
 	process(t, Config{URL: srv.URL, Cluster: "music", Slices: 4, Selection: "music.n < 3000",
 		Process: &Process{Update: json.RawMessage(`{"fields":{"tag":{"assign":"x"}}}`), Namespace: "music", DocumentType: "music"}})
 	twice := 0

@@ -14,32 +14,13 @@ import (
 	"github.com/seed32e55400/retries/visit/visittest"
 )
 
-// bulkFaults fails requests as issue 50's arena does: some 500s after part
-// of their chunk, 504s with nothing processed, cuts after part of their
-// chunk, 503s and 429s.
-func bulkFaults(_ *http.Request, n int) int {
-	switch n % 23 {
-	case 3, 14:
-		return visittest.FailAfterPart(http.StatusInternalServerError)
-	case 7:
-		return visittest.FailAfterPart(http.StatusGatewayTimeout)
-	case 10:
-		return visittest.CutAfter(0)
-	case 17:
-		return http.StatusServiceUnavailable
-	case 20:
-		return http.StatusTooManyRequests
-	}
-	return 0
-}
-
 // TestDeleteCommand: retries delete through 500s and cuts after part of a
 // chunk, 504s, 503s and 429s deletes every document the selection matches
 // and no other, exits 0, says how many on stdout, and -verify finds none
 // left.
 func TestDeleteCommand(t *testing.T) {
 	t.Parallel()
-	srv := visittest.New(t, 4000, 64, bulkFaults)
+	srv := visittest.New(t, 4000, 64, visittest.ChunkFaults)
 	code, stdout, stderr := runCmd(t, "delete", "-q", "-verify", "-url", srv.URL, "-cluster", "music", "-selection", "music.n % 2 == 0", "-slices", "4")
 	if code != 0 || !strings.Contains(stderr, "-verify: no document matches") {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
@@ -60,7 +41,7 @@ func TestDeleteCommand(t *testing.T) {
 // no other.
 func TestUpdateCommand(t *testing.T) {
 	t.Parallel()
-	srv := visittest.New(t, 4000, 64, bulkFaults)
+	srv := visittest.New(t, 4000, 64, visittest.ChunkFaults)
 	code, _, stderr := runCmd(t, "update", "-q", "-verify", "-url", srv.URL, "-cluster", "music", "-namespace", "music", "-type", "music",
 		"-selection", "music.n < 3000", "-update", `{"fields":{"n":{"increment":1}}}`, "-marker", "run", "-slices", "4")
 	if code != 0 || !strings.Contains(stderr, "-verify: no document matches") {
@@ -115,7 +96,7 @@ func TestUpdateKilled(t *testing.T) {
 		if h := hold.Load(); h != nil && n%40 == 39 {
 			<-*h // the process is killed meanwhile
 		}
-		return bulkFaults(nil, n)
+		return visittest.ChunkFaults(nil, n)
 	})
 	srv.ChunkBuckets = 2
 	srv.Start()

@@ -221,3 +221,23 @@ func (s *Server) ProcessedBuckets() int {
 	defer s.mu.Unlock()
 	return s.buckets
 }
+
+// ChunkFaults is a fault function (for NewServer) that fails requests as
+// a busy Vespa can, in turn: of every 23 requests, two answer a 500 after
+// part of their chunk, one a 504 with nothing processed, one is cut after
+// part of its chunk, one answers 503 and one 429.
+func ChunkFaults(_ *http.Request, n int) int {
+	switch n % 23 {
+	case 3, 14:
+		return FailAfterPart(http.StatusInternalServerError)
+	case 7:
+		return FailAfterPart(http.StatusGatewayTimeout)
+	case 10:
+		return CutAfter(0)
+	case 17:
+		return http.StatusServiceUnavailable
+	case 20:
+		return http.StatusTooManyRequests
+	}
+	return 0
+}
