@@ -65,8 +65,13 @@ func sumOf(t *testing.T, a metricdata.Aggregation, attrs ...attribute.KeyValue) 
 	if !ok {
 		t.Fatalf("%T is not an int64 sum", a)
 	}
+	return pointOf(s.DataPoints, attrs...)
+}
+
+// pointOf returns the value of the point with attrs, or 0.
+func pointOf(points []metricdata.DataPoint[int64], attrs ...attribute.KeyValue) int64 {
 	want := attribute.NewSet(attrs...)
-	for _, p := range s.DataPoints {
+	for _, p := range points {
 		if p.Attributes.Equals(&want) {
 			return p.Value
 		}

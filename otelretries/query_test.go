@@ -93,11 +93,5 @@ func gaugeOf(t *testing.T, a metricdata.Aggregation, attrs ...attribute.KeyValue
 	if !ok {
 		t.Fatalf("%T is not an int64 gauge", a)
 	}
-	want := attribute.NewSet(attrs...)
-	for _, p := range g.DataPoints {
-		if p.Attributes.Equals(&want) {
-			return p.Value
-		}
-	}
-	return 0
+	return pointOf(g.DataPoints, attrs...)
 }

@@ -480,7 +480,7 @@ func (c *Client) attempt(ctx context.Context, q Query, r *route, deadline time.T
 			var se *StatusError
 			if errors.As(a.err, &se) {
 				se.Endpoint = c.eps[a.i].url
-				se.down = se.Status >= 500 && !se.SoftDoomed() && !c.eps[a.i].up()
+				se.down = se.Status >= 500 && !neutral.Match(nil, a.err) && !c.eps[a.i].up() // a failure of the endpoint, as its breaker counts them
 				if busy(se.Status) {
 					c.noHedging.Store(time.Now().Add(hedgePause).UnixNano())
 					c.avoidFor(a.i, hedgePause)

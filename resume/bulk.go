@@ -57,6 +57,7 @@ type bulkState struct {
 // an interrupt, a SIGKILL or an outage, with its marker: exactly once.
 type Bulk struct {
 	path    string
+	kind    string // "delete" or "update"
 	st      bulkState
 	resumed bool
 	before  int64
@@ -69,17 +70,17 @@ type Bulk struct {
 func OpenBulk(path string, of BulkOf, slices int) (*Bulk, error) {
 	st := bulkState{Version: 1, Cluster: of.Cluster, Selection: of.Selection, Update: compactJSON(of.Update), Namespace: of.Namespace,
 		DocumentType: of.DocumentType, Marker: of.Marker, URLs: of.URLs}
-	b := &Bulk{path: path, st: st}
+	b := &Bulk{path: path, kind: of.kind(), st: st}
 	if path != "" {
 		c, err := ReadCheckpoint(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 		case errors.Is(err, ErrNotCheckpoint):
-			return nil, fmt.Errorf("%s is not a checkpoint of retries %s", path, of.kind())
+			return nil, fmt.Errorf("%s is not a checkpoint of retries %s", path, b.kind)
 		case err != nil:
 			return nil, err
 		default:
-			if err := b.resume(c, of.kind(), slices); err != nil {
+			if err := b.resume(c, slices); err != nil {
 				return nil, err
 			}
 			return b, nil
@@ -92,7 +93,8 @@ func OpenBulk(path string, of BulkOf, slices int) (*Bulk, error) {
 }
 
 // resume takes up the checkpoint c.
-func (b *Bulk) resume(c Checkpoint, kind string, nSlices int) error {
+func (b *Bulk) resume(c Checkpoint, nSlices int) error {
+	kind := b.kind
 	var prev bulkState
 	if err := c.Decode(kind, &prev); err != nil {
 		return err
@@ -173,9 +175,5 @@ func (b *Bulk) save(p visit.Progress) error {
 	if b.path == "" {
 		return nil
 	}
-	kind := "delete"
-	if b.st.Update != nil {
-		kind = "update"
-	}
-	return WriteCheckpoint(b.path, kind, b.st)
+	return WriteCheckpoint(b.path, b.kind, b.st)
 }

@@ -98,27 +98,42 @@ type processing struct {
 	method    string // DELETE or PUT
 	path      string // /document/v1/ or /document/v1/NS/TYPE/docid/
 	body      []byte // the update, with the marker's assignment
-	selection string
-	timeChunk time.Duration
+	selection string // the Config's, less what the marker says is done
+	timeChunk string // the timeChunk parameter
+}
+
+// Selection returns what a run of p selects of the documents selection
+// matches: with a Marker, those not yet marked with Run; selection itself
+// otherwise. A visit of it after the run (ids only) counts what is left.
+func (p *Process) Selection(selection string) string {
+	if p.Marker == "" {
+		return selection
+	}
+	return "(" + selection + ") and " + p.DocumentType + "." + p.Marker + ` != "` + p.Run + `"`
 }
 
 // prepare checks p and returns it ready for requests of cfg's visit.
 func (p *Process) prepare(cfg Config) (*processing, error) {
-	pr := &processing{method: "DELETE", path: "/document/v1/", selection: cfg.Selection, timeChunk: p.TimeChunk}
-	if pr.timeChunk <= 0 {
-		pr.timeChunk = 30 * time.Second
+	chunk := p.TimeChunk
+	if chunk <= 0 {
+		chunk = 30 * time.Second
 		if cfg.MaxOutage > 0 {
-			pr.timeChunk = min(pr.timeChunk, cfg.MaxOutage/3)
+			chunk = min(chunk, cfg.MaxOutage/3)
 		}
 	}
+	pr := &processing{method: "DELETE", path: "/document/v1/", selection: p.Selection(cfg.Selection),
+		timeChunk: strconv.FormatFloat(chunk.Seconds(), 'f', -1, 64) + "s"}
 	if (p.Namespace == "") != (p.DocumentType == "") {
 		return nil, errors.New("visit: Process needs both Namespace and DocumentType, or neither")
 	}
 	if p.DocumentType != "" {
 		pr.path = "/document/v1/" + url.PathEscape(p.Namespace) + "/" + url.PathEscape(p.DocumentType) + "/docid/"
 	}
-	if cfg.Selection == "" {
+	switch {
+	case cfg.Selection == "":
 		return nil, errors.New("visit: Process needs a Selection (\"true\" for every document)")
+	case cfg.FieldSet != "":
+		return nil, errors.New("visit: Process takes no FieldSet (the handler refuses one)")
 	}
 	if p.Marker != "" && (p.Run == "" || p.DocumentType == "" || strings.ContainsAny(p.Run, `"\`)) {
 		return nil, errors.New("visit: a Marker needs a DocumentType and a Run without quotes or backslashes")
@@ -151,15 +166,6 @@ func (p *Process) prepare(cfg Config) (*processing, error) {
 		fields[p.Marker], _ = json.Marshal(map[string]string{"assign": p.Run})
 		u["fields"], _ = json.Marshal(fields)
 		pr.body, _ = json.Marshal(u)
-		pr.selection = "(" + cfg.Selection + ") and " + p.DocumentType + "." + p.Marker + ` != "` + p.Run + `"`
 	}
 	return pr, nil
-}
-
-// query sets the parameters of a request that processes.
-func (pr *processing) query(q url.Values) {
-	q.Del("wantedDocumentCount") // refused by the handler, as fieldSet is
-	q.Del("fieldSet")
-	q.Set("selection", pr.selection)
-	q.Set("timeChunk", strconv.FormatFloat(pr.timeChunk.Seconds(), 'f', -1, 64)+"s")
 }

@@ -76,8 +76,14 @@ func (c *Client) newRequest(ctx context.Context, s *slice, stream bool) *http.Re
 	q.Set("cluster", c.cfg.Cluster)
 	q.Set("slices", strconv.Itoa(c.cfg.Slices))
 	q.Set("sliceId", strconv.Itoa(s.id))
-	q.Set("wantedDocumentCount", strconv.Itoa(c.cfg.WantedDocumentCount))
-	for k, v := range map[string]string{"selection": c.cfg.Selection, "fieldSet": c.cfg.FieldSet, "bucketSpace": c.cfg.BucketSpace, "continuation": s.token} {
+	selection := c.cfg.Selection
+	if pr := c.proc; pr != nil {
+		selection = pr.selection
+		q.Set("timeChunk", pr.timeChunk)
+	} else {
+		q.Set("wantedDocumentCount", strconv.Itoa(c.cfg.WantedDocumentCount)) // refused by the handler when it processes
+	}
+	for k, v := range map[string]string{"selection": selection, "fieldSet": c.cfg.FieldSet, "bucketSpace": c.cfg.BucketSpace, "continuation": s.token} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -87,7 +93,6 @@ func (c *Client) newRequest(ctx context.Context, s *slice, stream bool) *http.Re
 	}
 	method, path, body := http.MethodGet, "/document/v1/", io.Reader(nil)
 	if pr := c.proc; pr != nil {
-		pr.query(q)
 		method, path = pr.method, pr.path
 		if pr.body != nil {
 			body = bytes.NewReader(pr.body) // and GetBody, for a request asked again

@@ -186,14 +186,12 @@ func runBulk(ctx context.Context, args []string, update bool, stdout, stderr io.
 // verifyBulk visits what a run of cfg's selects (with its marker, those
 // not marked), ids only, and says how many still match: exit 1 if any.
 func verifyBulk(ctx context.Context, cfg visit.Config, name string, stderr io.Writer) error {
-	sel := cfg.Selection
-	if p := cfg.Process; p.Marker != "" {
-		sel = "(" + sel + ") and " + p.DocumentType + "." + p.Marker + ` != "` + p.Run + `"`
-	} else if p.Update != nil {
+	p := cfg.Process
+	if p.Marker == "" && p.Update != nil {
 		fmt.Fprintf(stderr, "retries update: -verify: without -marker, a document updated still matches the selection: nothing to count\n")
 		return nil
 	}
-	cfg.Process, cfg.Selection, cfg.FieldSet, cfg.Pages = nil, sel, "[id]", true
+	cfg.Process, cfg.Selection, cfg.FieldSet, cfg.Pages = nil, p.Selection(cfg.Selection), "[id]", true
 	c, err := visit.New(cfg)
 	if err != nil {
 		return setupErrorf("%s: -verify: %v", name, err)

@@ -105,12 +105,8 @@ func runBulk(c config, feeder []string) (string, int, error) {
 	}
 	start := time.Now()
 	started.Store(start.UnixNano())
-	cmd := feederCommand(feeder, env)
-	if err := cmd.Start(); err != nil {
-		return "", 0, err
-	}
-	var r feederRun
-	if err := waitFeeder(0, cmd, c.limit, start, &r); err != nil {
+	r, err := runFeeder(feeder, env, c.limit, start)
+	if err != nil {
 		return "", 0, err
 	}
 	var matched, deleted, left, others, once, twice int

@@ -396,6 +396,18 @@ func serveUntilSignal(env map[string]string, started *atomic.Int64) error {
 	return nil
 }
 
+// runFeeder runs the one feeder of the query and bulk modes with env,
+// started at start, to its end or limit.
+func runFeeder(feeder []string, env map[string]string, limit time.Duration, start time.Time) (feederRun, error) {
+	var r feederRun
+	cmd := feederCommand(feeder, env)
+	if err := cmd.Start(); err != nil {
+		return r, err
+	}
+	err := waitFeeder(0, cmd, limit, start, &r)
+	return r, err
+}
+
 // feederCommand is the feeder's command, its arguments expanded with env,
 // which it also gets in its environment.
 func feederCommand(feeder []string, env map[string]string) *exec.Cmd {

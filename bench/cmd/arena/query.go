@@ -237,12 +237,8 @@ func runQuery(c config, feeder []string) (string, int, error) {
 		var started atomic.Int64
 		return "", 0, serveUntilSignal(env, &started)
 	}
-	cmd := feederCommand(feeder, env)
-	if err := cmd.Start(); err != nil {
-		return "", 0, err
-	}
-	var r feederRun
-	if err := waitFeeder(0, cmd, c.limit, start, &r); err != nil {
+	r, err := runFeeder(feeder, env, c.limit, start)
+	if err != nil {
 		return "", 0, err
 	}
 	return queryLine(c, r.exit, time.Since(start), containers, r.cpu), r.exit, nil
