@@ -85,16 +85,19 @@ func TestBulkRefused(t *testing.T) {
 }
 
 // TestUpdateKilled: an increment with -marker and -checkpoint, SIGKILLed
-// twice once its checkpoint covers part of the run, then the same command
-// to its end, applies the increment to every matching document exactly
-// once, and processes at most 1.3 times the buckets (a resume goes on
-// from its checkpoint).
+// twice once its checkpoint covers part of the run and its requests are
+// held at the server (applied after the kill, unknown to the process),
+// then the same command to its end, applies the increment to every
+// matching document exactly once, and processes at most 1.3 times the
+// buckets (a resume goes on from its checkpoint).
 func TestUpdateKilled(t *testing.T) {
 	t.Parallel()
-	var hold atomic.Pointer[chan struct{}]
+	type holding struct{ arrived, release chan struct{} }
+	var hold atomic.Pointer[holding]
 	srv := visittest.NewUnstartedServer(20000, 512, func(_ *http.Request, n int) int {
-		if h := hold.Load(); h != nil && n%40 == 39 {
-			<-*h // the process is killed meanwhile
+		if h := hold.Load(); h != nil {
+			h.arrived <- struct{}{}
+			<-h.release // the process is killed meanwhile
 		}
 		return visittest.ChunkFaults(nil, n)
 	})
@@ -107,18 +110,27 @@ func TestUpdateKilled(t *testing.T) {
 		"-update", `{"fields":{"n":{"increment":1}}}`, "-marker", "run", "-slices", "4", "-checkpoint", ck}
 	written := renames(t, dir)
 	for range 2 {
-		h := make(chan struct{})
-		hold.Store(&h)
-		cmd := startProcess(t, newSyncBuffer(), args...)
-		for k := 0; k < 20; { // twenty checkpoints: part of the run
-			if <-written == "ck.json" {
-				k++
-			}
+		stderr := newSyncBuffer()
+		cmd := startProcess(t, stderr, args...)
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		for range 20 { // twenty checkpoints: part of the run
+			nextRename(t, written, exited, "ck.json", stderr)
+		}
+		h := &holding{arrived: make(chan struct{}, 1<<10), release: make(chan struct{})}
+		hold.Store(h)
+		select {
+		case <-h.arrived:
+		case <-exited:
+			t.Fatalf("the update ended before it was killed; stderr:\n%s", stderr)
 		}
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		<-exited
 		hold.Store(nil)
-		close(h)
+		close(h.release)
+		for len(written) > 0 { // this run's last checkpoints are not the next one's
+			<-written
+		}
 	}
 	var stdout, stderr bytes.Buffer
 	if err := runBulk(context.Background(), args[1:], true, &stdout, &stderr); err != nil {

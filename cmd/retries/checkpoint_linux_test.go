@@ -55,6 +55,24 @@ func renames(t *testing.T, dir string) <-chan string {
 	return names
 }
 
+// nextRename waits for the next rename of name into the directory
+// written watches, and fails the test, with the process's stderr, if the
+// process exits first: a test never waits for a checkpoint nobody will
+// write.
+func nextRename(t *testing.T, written <-chan string, exited <-chan struct{}, name string, stderr *syncBuffer) {
+	t.Helper()
+	for {
+		select {
+		case n := <-written:
+			if n == name {
+				return
+			}
+		case <-exited:
+			t.Fatalf("the process ended before it wrote %s again; stderr:\n%s", name, stderr)
+		}
+	}
+}
+
 // applyServer is a document/v1 server that applies each operation and
 // counts it per document, answers 400 to the documents named bad-*, and,
 // once hold is set, applies every later operation but holds its answer

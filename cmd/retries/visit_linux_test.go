@@ -111,11 +111,13 @@ func TestVisitCommandResumes(t *testing.T) {
 		out, ck := filepath.Join(dir, "docs.jsonl"), filepath.Join(dir, "ck.json")
 		args := []string{"-q", "-url", srv.URL, "-cluster", "music", "-slices", "4", "-o", out, "-checkpoint", ck}
 		written := renames(t, dir)
-		cmd := startProcess(t, newSyncBuffer(), append([]string{"visit"}, args...)...)
-		for <-written != "ck.json" { // a checkpoint covers part of the output
-		}
+		killed := newSyncBuffer()
+		cmd := startProcess(t, killed, append([]string{"visit"}, args...)...)
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		nextRename(t, written, exited, "ck.json", killed) // a checkpoint covers part of the output
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		<-exited
 		close(hold)
 		var stdout, stderr bytes.Buffer
 		if err := runVisit(t.Context(), args, &stdout, &stderr); err != nil {
