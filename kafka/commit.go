@@ -59,41 +59,17 @@ func (m *member) commitLoop(ctx context.Context) {
 // its metadata, and lets the operations whose reservations it holds go. A
 // commit the group accepts renews the lease; one is made for that alone
 // when the lease has less than two thirds of the session timeout left.
-// The Failed file is synced first.
+// The Failed file is synced first. The owner plans it and takes what
+// landed; the commit itself goes out from the caller's goroutine.
 func (m *member) commit(ctx context.Context, only map[int32]bool, final bool) {
-	type plan struct {
-		pt     *partition
-		offset int64
-		meta   string
-		snap   resume.Snapshot
-	}
 	select {
 	case m.committing <- struct{}{}:
 	case <-ctx.Done():
 		return
 	}
 	defer func() { <-m.committing }()
-	var plans []plan
-	m.mu.Lock()
-	renew := time.Until(m.lease.deadline()) < 2*m.session()/3
-	for p, pt := range m.parts {
-		if (only != nil && !only[p]) || !pt.known {
-			continue // not this commit's, or its committed offset is not fetched yet
-		}
-		s := pt.led.Snapshot()
-		offset := pt.next // every record read is done
-		if !s.AllDone {
-			offset = s.Pos
-		}
-		meta := reservedMeta(s.ReservedPos, s.EndedPos)
-		if offset == pt.committed && meta == pt.meta && !final && only == nil && !renew {
-			pt.led.Committed(s) // the group holds it already
-			continue
-		}
-		plans = append(plans, plan{pt: pt, offset: offset, meta: meta, snap: s})
-	}
-	m.mu.Unlock()
-	if len(plans) == 0 {
+	var plans []commitPlan
+	if !m.do(func() { plans = m.plan(only, final) }) || len(plans) == 0 {
 		return
 	}
 	if s, ok := m.cfg.Failed.(interface{ Sync() error }); ok && m.cfg.FailedTopic == "" {
@@ -117,8 +93,47 @@ func (m *member) commit(ctx context.Context, only map[int32]bool, final bool) {
 		fmt.Fprintf(m.log, "retries-kafka: committing: %v\n", cerr)
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.do(func() { m.landed(plans, failed, sent) })
+}
+
+// commitPlan is what a commit commits of one partition.
+type commitPlan struct {
+	pt     *partition
+	offset int64
+	meta   string
+	snap   resume.Snapshot
+}
+
+// plan returns what a commit of the partitions (those in only, if not nil)
+// commits: none of those whose committed offset and metadata the group
+// holds already, unless the commit is final, for a revoke or for the
+// lease. The owner's.
+func (m *member) plan(only map[int32]bool, final bool) []commitPlan {
+	var plans []commitPlan
+	renew := time.Until(m.lease.deadline()) < 2*m.session()/3
+	for p, pt := range m.parts {
+		if (only != nil && !only[p]) || !pt.known {
+			continue // not this commit's, or its committed offset is not fetched yet
+		}
+		s := pt.led.Snapshot()
+		offset := pt.next // every record read is done
+		if !s.AllDone {
+			offset = s.Pos
+		}
+		meta := reservedMeta(s.ReservedPos, s.EndedPos)
+		if offset == pt.committed && meta == pt.meta && !final && only == nil && !renew {
+			pt.led.Committed(s) // the group holds it already
+			continue
+		}
+		plans = append(plans, commitPlan{pt: pt, offset: offset, meta: meta, snap: s})
+	}
+	return plans
+}
+
+// landed takes what a commit sent at sent landed: the group holds the
+// plans but those failed, and, if it accepted one, renews the lease. The
+// owner's.
+func (m *member) landed(plans []commitPlan, failed map[int32]error, sent time.Time) {
 	accepted := false
 	for _, pl := range plans {
 		if err := failed[pl.pt.id]; err != nil {
@@ -133,6 +148,7 @@ func (m *member) commit(ctx context.Context, only map[int32]bool, final bool) {
 		m.lease.renew(sent.Add(m.session()))
 	}
 	m.commits.Add(1)
+	m.publishLags()
 }
 
 // reservedMeta is the commit metadata of the reservations, and of the

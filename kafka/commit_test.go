@@ -49,12 +49,13 @@ func TestCommitsLandInPlanOrder(t *testing.T) {
 		m := newMember(Config{Topic: opsTopic})
 		l := &landing{release: make(chan struct{})}
 		m.commitOffsets = l.commit
+		startOwner(t, m)
 		pt := m.newPartition(0)
 		pt.known, pt.next = true, 110
 		for o := int64(100); o < 110; o++ {
 			pt.led.Add(o, 0)
 		}
-		m.parts[0] = pt
+		m.do(func() { m.parts[0] = pt })
 		ord, _ := pt.led.Find(105)
 		reserved := make(chan error, 1)
 		go func() { reserved <- pt.led.Reserve(t.Context(), ord) }() // a record about to go out
@@ -63,10 +64,7 @@ func TestCommitsLandInPlanOrder(t *testing.T) {
 		var wg sync.WaitGroup
 		wg.Go(func() { m.commit(ctx, nil, false) }) // lists 105
 		synctest.Wait()
-		m.mu.Lock()
-		pt.revoked = true
-		pt.cancel()
-		m.mu.Unlock()
+		m.do(func() { m.letGo(pt) })
 		pt.led.Unreserve(ord)                                           // it was not sent after all
 		wg.Go(func() { m.commit(ctx, map[int32]bool{0: true}, false) }) // lists nothing
 		synctest.Wait()
@@ -79,10 +77,23 @@ func TestCommitsLandInPlanOrder(t *testing.T) {
 		if err := <-reserved; err != nil {
 			t.Errorf("the reservation: %v", err)
 		}
-		if pt.meta != reservedKey || pt.committed != 100 {
-			t.Errorf("after the revoke's commit: %d, %q; want 100 and no reservation", pt.committed, pt.meta)
+		var committed int64
+		var meta string
+		m.do(func() { committed, meta = pt.committed, pt.meta })
+		if meta != reservedKey || committed != 100 {
+			t.Errorf("after the revoke's commit: %d, %q; want 100 and no reservation", committed, meta)
 		}
 	})
+}
+
+// startOwner runs m's owner until the test ends.
+func startOwner(t *testing.T, m *member) {
+	owned := make(chan struct{})
+	go func() {
+		defer close(owned)
+		m.own(context.Background())
+	}()
+	t.Cleanup(func() { close(m.quit); <-owned })
 }
 
 // TestReservedMeta: the metadata lists runs of offsets, reserved and
@@ -122,6 +133,7 @@ func TestNoCommitBeforeOffsetsFetched(t *testing.T) {
 	m := newMember(Config{Topic: opsTopic})
 	l := &landing{}
 	m.commitOffsets = l.commit
+	startOwner(t, m)
 	ctx := context.Background()
 	assigned := map[string][]int32{opsTopic: {0}}
 	m.assigned(ctx, nil, assigned)

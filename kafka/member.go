@@ -93,6 +93,7 @@ func (mb *Member) Run(ctx, force context.Context) (Report, error) {
 		kgo.SessionTimeout(cmp.Or(cfg.SessionTimeout, DefaultSessionTimeout)),
 		kgo.HeartbeatInterval(cmp.Or(cfg.SessionTimeout, DefaultSessionTimeout) / 6),
 		kgo.FetchMaxWait(250 * time.Millisecond),
+		kgo.BlockRebalanceOnPoll(), // the owner takes a poll's records before a rebalance moves their partitions
 		kgo.OnPartitionsAssigned(m.assigned),
 		kgo.OnPartitionsRevoked(m.revoked),
 		kgo.OnPartitionsLost(m.lost),
@@ -123,8 +124,13 @@ func (mb *Member) Run(ctx, force context.Context) (Report, error) {
 		defer close(commitsDone)
 		m.commitLoop(commitCtx)
 	}()
+	owned := make(chan struct{})
+	go func() {
+		defer close(owned)
+		m.own(ctx)
+	}()
+	defer func() { close(m.quit); <-owned }() // after the group is left: its revoke is the owner's too
 	go m.poll(ctx)
-	go m.merge(ctx)
 	_ = m.fc.Feed(force, m.ops(ctx), m.done) // its report says what became of each
 	stopCommits()
 	<-commitsDone
@@ -210,9 +216,8 @@ func (m *member) session() time.Duration { return cmp.Or(m.cfg.SessionTimeout, D
 
 // newMember returns the member of cfg, with no client yet.
 func newMember(cfg Config) *member {
-	m := &member{cfg: cfg, parts: map[int32]*partition{}, lease: newLease(), items: make(chan item, 64),
-		ready: make(chan struct{}, 1), committing: make(chan struct{}, 1), asked: make(chan struct{}, 1)}
-	m.cond = sync.NewCond(&m.mu)
+	m := &member{cfg: cfg, parts: map[int32]*partition{}, last: -1, inbox: make(chan func(), 64), quit: make(chan struct{}),
+		lease: newLease(), items: make(chan item), committing: make(chan struct{}, 1), asked: make(chan struct{}, 1)}
 	m.stop = func(error) {}
 	m.log = cmp.Or[io.Writer](cfg.Log, cfg.Feed.Log, io.Discard)
 	m.brokers.log = m.log
@@ -228,14 +233,17 @@ type member struct {
 
 	brokers brokerHealth // a kgo hook
 
-	mu    sync.Mutex
-	cond  *sync.Cond // broadcast when a record is done or kept, for a revoke
+	// The owner's (see own): the partitions, the one served last, and
+	// the messages it runs.
 	parts map[int32]*partition
-	lease *lease        // read without m.mu, by the fence and the connections
-	asked chan struct{} // a reservation or the lease waits for a commit
+	last  int32
+	inbox chan func()
+	quit  chan struct{} // closed when the owner stops
 
-	items chan item     // fetched records, to the feed
-	ready chan struct{} // a fetch added pending records
+	lagsNow atomic.Pointer[map[int32]int64] // the owner's last publishLags
+	lease   *lease                          // read by the fence and the connections
+	asked   chan struct{}                   // a reservation or the lease waits for a commit
+	items   chan item                       // the records the owner hands to the feed
 
 	failedMu sync.Mutex // the Failed writer's
 	// committing is held from a commit's plan until it has landed, so that
@@ -246,7 +254,6 @@ type member struct {
 	// commitOffsets commits offsets, with meta as each partition's
 	// metadata, and returns the partitions refused.
 	commitOffsets func(ctx context.Context, offsets map[int32]kgo.EpochOffset, meta map[int32]string) (failed map[int32]error, err error)
-	pauseMu       sync.Mutex // held while fetching is paused or resumed: see setPaused
 
 	fed, dead, commits atomic.Int64
 	stop               context.CancelCauseFunc // stops the member, with ErrDeadLetter

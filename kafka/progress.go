@@ -46,13 +46,11 @@ func (m *member) lag() int64 {
 }
 
 // lags returns the lag of each of the member's partitions: its records
-// not committed, to its end as of its last fetch.
+// not committed, to its end as of its last fetch, as the owner last
+// published it.
 func (m *member) lags() map[int32]int64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	lags := make(map[int32]int64, len(m.parts))
-	for p, pt := range m.parts {
-		lags[p] = max(0, pt.hwm-max(pt.committed, 0))
+	if l := m.lagsNow.Load(); l != nil {
+		return *l
 	}
-	return lags
+	return map[int32]int64{}
 }

@@ -11,22 +11,15 @@ import (
 	"github.com/seed32e55400/retries/feed"
 )
 
-// ops yields the operations of the fetched records, dead-lettering those
-// that are not valid operations, until m.items is closed or ctx ends (then
-// what is fetched but not yielded is left to the next owner).
+// ops yields the operations of the records the owner hands out,
+// dead-lettering those that are not valid operations, until m.items is
+// closed (when ctx ends: then what is fetched but not handed out is left to
+// the next owner).
 func (m *member) ops(ctx context.Context) func(func(feed.Operation, error) bool) {
 	return func(yield func(feed.Operation, error) bool) {
 		for it := range m.items {
 			if ctx.Err() != nil {
-				continue // stopping: neither fed nor committed
-			}
-			m.mu.Lock()
-			ord, found := it.p.led.Find(it.r.Offset)
-			// A record that the last owner reserved and finished past the
-			// committed offset was applied (or reported): it is done.
-			stale := it.p.revoked || !found || it.p.led.EndedBefore(ord)
-			m.mu.Unlock()
-			if stale {
+				m.finish(it, feed.Result{}, false) // stopping: neither fed nor committed
 				continue
 			}
 			op, err := m.parseRecord(it.r)
@@ -34,10 +27,6 @@ func (m *member) ops(ctx context.Context) func(func(feed.Operation, error) bool)
 				m.deadLetter(it, "not a valid operation: "+err.Error())
 				continue
 			}
-			m.mu.Lock()
-			it.fed = true
-			it.p.inFeed++
-			m.mu.Unlock()
 			op.Tag = it
 			if !yield(op, nil) {
 				m.finish(it, feed.Result{}, false)
@@ -111,20 +100,20 @@ func (m *member) done(op feed.Operation, res feed.Result, err error) {
 // finish marks the record of it done, or, without done, kept for the next
 // owner (commits stop below it): its reservation, if any, ends when no
 // request of it went out (res.Attempts is 0), and is passed on otherwise.
-// A record the feed had is no longer in its hands.
+// The feed no longer has the record: a revoke waiting for its partition
+// may go on.
 func (m *member) finish(it item, res feed.Result, done bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if ord, ok := it.p.led.Find(it.r.Offset); ok {
-		switch {
-		case done:
-			it.p.led.Done(ord)
-		case res.Attempts == 0:
-			it.p.led.Unreserve(ord)
+	m.post(func() {
+		if ord, ok := it.p.led.Find(it.r.Offset); ok {
+			switch {
+			case done:
+				it.p.led.Done(ord)
+			case res.Attempts == 0:
+				it.p.led.Unreserve(ord)
+			}
 		}
-	}
-	if it.fed {
-		it.p.inFeed--
-	}
-	m.cond.Broadcast()
+		if it.p.out--; it.p.out == 0 && it.p.drained != nil {
+			close(it.p.drained)
+		}
+	})
 }
