@@ -35,4 +35,12 @@ type Fence interface {
 	// What is left unfenced is a stop between the check and the write's
 	// system call.
 	Until() time.Time
+	// Lifetime returns a context that ends when the operation may no
+	// longer be written at all (a Kafka member's, when its partition moves
+	// away), or nil if it always may. It is called once as the operation
+	// starts. When it ends, the operation ends as soon as none of its
+	// requests is on the wire, wherever it waits (for a retry, the
+	// limiter, an endpoint), as if Admit had returned the context's cause;
+	// a request on the wire is never abandoned.
+	Lifetime(Operation) context.Context
 }

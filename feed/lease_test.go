@@ -181,11 +181,19 @@ func TestLeaseRefusalSeenByReads(t *testing.T) {
 	}
 }
 
-// fenceFuncs is a Fence of two functions.
+// fenceFuncs is a Fence of functions; a nil life means every operation
+// may always be written.
 type fenceFuncs struct {
 	admit func(context.Context, Operation) error
 	until func() time.Time
+	life  func(Operation) context.Context
 }
 
 func (f fenceFuncs) Admit(ctx context.Context, o Operation) error { return f.admit(ctx, o) }
 func (f fenceFuncs) Until() time.Time                             { return f.until() }
+func (f fenceFuncs) Lifetime(o Operation) context.Context {
+	if f.life == nil {
+		return nil
+	}
+	return f.life(o)
+}

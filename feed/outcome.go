@@ -17,7 +17,7 @@ const (
 	endHeldBack               // not sent behind a failed operation on its document: written to Failed
 	endNotSent                // the feed stopped before it went out: written to Failed unless Resumable
 	endRest                   // read after the feed stopped, to write it to Failed: written, not counted
-	endKept                   // Config.BeforeUnsafe kept it (ErrNotSent): neither written nor counted
+	endKept                   // Config.BeforeUnsafe or Config.Fence kept it (ErrNotSent): neither written nor counted
 	endBadOp                  // an element that is no valid operation (*OperationError): skipped
 	endBadInput               // broken input that ends the reading (*InputError)
 	endElemErr                // another error ops yielded with an element: the reading goes on

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed32e55400/retries"
 	"github.com/seed32e55400/retries/feed/feedtest"
 	"github.com/seed32e55400/retries/internal/redact"
 )
@@ -180,5 +181,89 @@ func TestFenceStopsEveryRequest(t *testing.T) {
 	}
 	if res := c.Report(); res.failed != 0 || failed.Len() != 0 {
 		t.Errorf("%d failed, -failed holds %q; want the fenced ones kept, not failed", res.failed, failed.String())
+	}
+}
+
+// TestFenceLifetimeHaltsWaits: when Fence.Lifetime's context ends, an
+// operation waiting for a retry ends at once, kept with the context's
+// cause and its attempt counted, not sent again; one whose request is on
+// the wire ends only once its answer is in (acknowledged here), and an
+// operation without a lifetime is not touched.
+func TestFenceLifetimeHaltsWaits(t *testing.T) {
+	t.Parallel()
+	arrived, release := make(chan string, 8), make(chan struct{})
+	srv := feedtest.New(t, func(r *http.Request, _ int) int {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/waiting"):
+			arrived <- "waiting"
+			return http.StatusServiceUnavailable // and the policies wait an hour
+		case strings.HasSuffix(r.URL.Path, "/onwire"):
+			arrived <- "onwire"
+			<-release
+		}
+		return 0
+	})
+	cfg := testFeedConfig(srv.URL, nil)
+	hour := retries.WithWait(retries.WaitFixed(time.Hour))
+	cfg.Outer, cfg.Inner, cfg.Timeout = retries.DocV1.Copy(hour), retries.Throttle.Copy(hour), 2*time.Hour
+	life, end := context.WithCancelCause(context.Background())
+	cfg.Fence = fenceFuncs{
+		admit: func(context.Context, Operation) error { return nil },
+		until: func() time.Time { return time.Now().Add(time.Hour) },
+		life: func(o Operation) context.Context {
+			if strings.HasSuffix(o.ID, "::ok") {
+				return nil
+			}
+			return life
+		},
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type ending struct {
+		res Result
+		err error
+	}
+	ended := map[string]chan ending{"waiting": make(chan ending, 1), "onwire": make(chan ending, 1), "ok": make(chan ending, 1)}
+	input := `{"put":"id:ns:d::waiting","fields":{}}
+{"put":"id:ns:d::onwire","fields":{}}
+{"put":"id:ns:d::ok","fields":{}}
+`
+	fed := make(chan error, 1)
+	go func() {
+		fed <- c.Feed(t.Context(), Read(strings.NewReader(input)), func(o Operation, r Result, err error) {
+			ended[o.ID[strings.LastIndex(o.ID, ":")+1:]] <- ending{r, err}
+		})
+	}()
+	<-arrived
+	<-arrived // both: one waits an hour for its retry, one is on the wire
+	if e := <-ended["ok"]; e.err != nil {
+		t.Errorf("ok: %v", e.err)
+	}
+	moved := fmt.Errorf("the partition moved: %w", ErrNotSent)
+	end(moved)
+	select {
+	case e := <-ended["waiting"]:
+		if !errors.Is(e.err, moved) || e.res.Attempts != 1 {
+			t.Errorf("waiting ended with %v after %d attempts, want the lifetime's cause after 1", e.err, e.res.Attempts)
+		}
+	case <-time.After(time.Minute): // a guard: the wait is an hour
+		t.Fatal("the operation waiting for a retry outlived its lifetime")
+	}
+	select {
+	case e := <-ended["onwire"]:
+		t.Fatalf("onwire ended (%v) with its request on the wire", e.err)
+	default:
+	}
+	close(release)
+	if e := <-ended["onwire"]; e.err != nil {
+		t.Errorf("onwire: %v, want acknowledged: its answer came", e.err)
+	}
+	if err := <-fed; err != nil {
+		t.Errorf("Feed: %v", err)
+	}
+	if ids := appliedIDs(srv); ids["waiting"] != 0 || ids["onwire"] != 1 || ids["ok"] != 1 {
+		t.Errorf("applied %v", ids)
 	}
 }

@@ -36,6 +36,11 @@ func (c *Client) sendOp(ctx context.Context, r *run, op *operation) (Result, end
 	}
 	live.add(st)
 	defer live.remove(st)
+	if st.fence != nil {
+		if life := st.fence.Lifetime(op.public()); life != nil {
+			defer context.AfterFunc(life, func() { st.halt(&fenceError{context.Cause(life)}) })()
+		}
+	}
 	if !op.safe && c.cfg.BeforeUnsafe != nil {
 		if err := c.cfg.BeforeUnsafe(ctx, op.public()); err != nil {
 			switch {
@@ -86,6 +91,12 @@ type verdict struct {
 func (c *Client) end(r *run, op *operation, st *opState, v verdict) (Result, ending, error) {
 	res := Result{Status: v.status, Attempts: int(st.attempts.Load()), Message: v.msg, Trace: v.trace}
 	how := v.how
+	if fe := (*fenceError)(nil); how == endFailed && errors.As(v.cause, &fe) {
+		v.cause = fe.err // refused before a request, or halted as it waited
+		if errors.Is(fe.err, ErrNotSent) {
+			how = endKept
+		}
+	}
 	if how == endFailed {
 		if r != nil && res.Attempts == 0 && r.ctx.Err() != nil && errors.Is(v.cause, stopCause(r.ctx)) {
 			r.addUnsent(op)
@@ -164,11 +175,10 @@ func (c *Client) classifyError(ctx context.Context, e *endpoint, op *operation, 
 	if errors.Is(err, errMoved) { // nothing of it was on the wire when it moved
 		return verdict{moved: true}
 	}
-	if fe := (*fenceError)(nil); errors.As(err, &fe) {
-		if errors.Is(fe.err, ErrNotSent) {
-			return verdict{how: endKept, cause: fe.err}
-		}
-		return verdict{how: endFailed, cause: fe.err}
+	// Refused by the fence before a request, or halted by its Lifetime
+	// as it waited: end (kept, when the refusal matches ErrNotSent).
+	if fe := (*fenceError)(nil); errors.As(err, &fe) || errors.As(context.Cause(ctx), &fe) {
+		return verdict{how: endFailed, cause: fe}
 	}
 	// The report names the operation; the client's *url.Error would name
 	// its URL again.

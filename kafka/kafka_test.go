@@ -971,3 +971,82 @@ func TestDeadLetterBrokerLimit(t *testing.T) {
 		t.Errorf("Report = %+v, want the large record dead-lettered", res)
 	}
 }
+
+// TestRevokeDuringOutage: a member whose records wait in the feed for an
+// endpoint that is down (its Feed.Timeout an hour) lets its partitions go
+// at once when a second member joins: the records not on the wire end,
+// kept for the next owner, and the group settles with both members while
+// the endpoint is still down. Once it is back, every record is fed or
+// dead-lettered, no increment twice, and the group commits the topic's end.
+func TestRevokeDuringOutage(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 6)
+	addrs := c.ListenAddrs()
+	recs := produce(t, addrs, 2000)
+	v := newVespa(t, fedCount(recs))
+	v.Down()
+	letters := deadLetters(t, addrs)
+	log := &signalLog{testLog: testLog{t}, what: "paused:", seen: make(chan struct{})}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan Report, 1)
+	go func() {
+		res, err := Run(ctx, t.Context(), Config{Brokers: addrs, Topic: opsTopic, Group: "g9", FailedTopic: deadTopic,
+			SessionTimeout: time.Second, Feed: feed.Config{URL: v.URL, MaxOutage: -1, Timeout: time.Hour}, Log: log})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	<-log.seen // its records wait for the endpoint
+	stopB := startMember(t, addrs, v, "g9")
+	// A guard, not a measure: the rebalance takes about a second; a revoke
+	// that waited for the records would hold it for the hour.
+	wait, stop := context.WithTimeout(t.Context(), 45*time.Second)
+	defer stop()
+	info, err := c.WaitGroupInfo(wait, "g9", func(g *kfake.GroupInfo) bool {
+		if g == nil || g.State != "Stable" || len(g.Members) != 2 {
+			return false
+		}
+		for _, m := range g.Members {
+			if len(m.Assignment[opsTopic]) == 0 {
+				return false // the first of the cooperative rebalance's two rounds
+			}
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatalf("the second member got no partition while the endpoint was down: %v", err)
+	}
+	if err := v.Up(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitGroupInfo(t.Context(), "g9", func(g *kfake.GroupInfo) bool {
+		sum := int64(0)
+		for _, cm := range g.Commits[opsTopic] {
+			sum += cm.Offset
+		}
+		return sum == int64(len(recs))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	a := await(t, done, func() string { return "the first member did not stop" })
+	b := stopB()
+	n := int(deadCount(t, addrs))
+	got := map[string][]string{}
+	for k := 0; k < n; k++ {
+		l := await(t, letters, lettersMissing(func() int { return k }, n))
+		got[l[0]] = append(got[l[0]], l[1])
+	}
+	answered := v.counts()
+	for _, r := range recs {
+		switch {
+		case r.kind != "put" && r.kind != "inc":
+		case answered[r.id] == 0 && len(got[r.id]) == 0:
+			t.Errorf("%s lost", r.id)
+		case r.kind == "inc" && answered[r.id] > 1:
+			t.Errorf("%s applied %d times", r.id, answered[r.id])
+		}
+	}
+	t.Logf("fed %d and %d; assignment %v and %v", a.Fed, b.Fed, info.Members[0].Assignment, info.Members[1].Assignment)
+}

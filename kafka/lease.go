@@ -37,11 +37,32 @@ func (m *member) beforeUnsafe(ctx context.Context, op feed.Operation) error {
 }
 
 // memberFence is the member's feed.Fence: Admit is its fence, Until its
-// lease.
+// lease, Lifetime its partition's.
 type memberFence struct{ m *member }
 
 func (f memberFence) Admit(ctx context.Context, op feed.Operation) error { return f.m.fence(ctx, op) }
 func (f memberFence) Until() time.Time                                   { return f.m.lease.deadline() }
+
+// Lifetime is the record's partition's: when the partition moves away,
+// the feed ends the record's operation as soon as none of its requests is
+// on the wire (kept with errRevoked), so that a revoke waits for the
+// requests on the wire alone, not for a retry's wait, the limiter or an
+// outage. The feed calls it as it starts the record's operation: from
+// then on, until it is finished, a revoke waits for it; one that starts
+// after the revoke began is not counted, and sends nothing (Admit and
+// BeforeUnsafe keep it: its partition's context has ended).
+func (f memberFence) Lifetime(op feed.Operation) context.Context {
+	it, _ := op.Tag.(item)
+	if it.p == nil {
+		return nil
+	}
+	f.m.do(func() {
+		if it.p.ctx.Err() == nil {
+			it.p.started[it.r.Offset] = true
+		}
+	})
+	return it.p.ctx
+}
 
 // fence is the feed's Fence.Admit: a request of a record goes out only while the
 // member owns the record's partition and holds the lease (see lease).

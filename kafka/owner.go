@@ -85,12 +85,10 @@ func (m *member) nextRecord() item {
 	}
 }
 
-// handedOut notes that the feed has the record of it: its partition counts
-// it until it is finished.
+// handedOut notes that the feed has the record of it.
 func (m *member) handedOut(it item) {
 	pt := it.p
 	pt.pending = pt.pending[1:]
-	pt.out++
 	m.last = pt.id
 	m.resumeHalfEmpty(pt)
 }

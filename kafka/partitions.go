@@ -58,9 +58,11 @@ func (m *member) fetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetc
 }
 
 // revoked lets the revoked partitions go: their records not yet handed to
-// the feed are dropped, those the feed has are waited for (at most the
-// feed's operation timeout), and what is done is committed. The poll loop
-// is held meanwhile (kgo.BlockRebalanceOnPoll): no fetch of theirs comes.
+// the feed are dropped, those the feed holds without a request on the
+// wire end at once (kept: memberFence.Lifetime), those on the wire are
+// waited for (at most the feed's operation timeout), and what is done is
+// committed. The poll loop is held meanwhile (kgo.BlockRebalanceOnPoll):
+// no fetch of theirs comes.
 func (m *member) revoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	ps := revoked[m.cfg.Topic]
 	if len(ps) == 0 {
@@ -111,14 +113,16 @@ func (m *member) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32)
 }
 
 // letGo ends pt's context, so that its records in the feed go no more
-// (the fence keeps them), drops its records not handed out, and returns a
-// channel closed once the feed has none of its records. The owner's.
+// (the fence keeps them, and ends those waiting), drops its records not
+// handed out, and returns a channel closed once none of its records is
+// started in the feed: those the feed has and has not started are kept
+// as they start (see started). The owner's.
 func (m *member) letGo(pt *partition) chan struct{} {
-	pt.cancel()
+	pt.cancel(errRevoked)
 	pt.pending = nil
 	if pt.drained == nil {
 		pt.drained = make(chan struct{})
-		if pt.out == 0 {
+		if len(pt.started) == 0 {
 			close(pt.drained)
 		}
 	}
@@ -148,26 +152,26 @@ func (m *member) drop(ps []int32) {
 // for led and ctx, which the feed's goroutines read too.
 type partition struct {
 	id        int32
-	led       *resume.Ledger     // the records read from the committed offset on: done, reserved
-	ctx       context.Context    // ends when the partition moves away
-	cancel    context.CancelFunc //
-	next      int64              // the offset after the last record read
-	out       int                // records in the feed's hands
-	drained   chan struct{}      // once it moves away: closed when out is 0
-	committed int64              // the offset last committed (or fetched); -1: none
-	meta      string             // the metadata last committed (or fetched)
-	known     bool               // committed is fetched: until then nothing is committed (a commit would move the group back to 0)
-	hwm       int64              // the partition's high watermark, as last fetched
-	pending   []*kgo.Record      // fetched, not yet handed to the feed
-	paused    bool               // its fetching is paused: pending is full
+	led       *resume.Ledger          // the records read from the committed offset on: done, reserved
+	ctx       context.Context         // ends when the partition moves away
+	cancel    context.CancelCauseFunc // with errRevoked
+	next      int64                   // the offset after the last record read
+	started   map[int64]bool          // offsets of the records the feed has started and not finished
+	drained   chan struct{}           // once it moves away: closed when started is empty
+	committed int64                   // the offset last committed (or fetched); -1: none
+	meta      string                  // the metadata last committed (or fetched)
+	known     bool                    // committed is fetched: until then nothing is committed (a commit would move the group back to 0)
+	hwm       int64                   // the partition's high watermark, as last fetched
+	pending   []*kgo.Record           // fetched, not yet handed to the feed
+	paused    bool                    // its fetching is paused: pending is full
 }
 
 // newPartition returns the state of partition p assigned; its committed
 // offset and its last owner's reservations come with the fetch (see
 // fetched).
 func (m *member) newPartition(p int32) *partition {
-	pt := &partition{id: p, committed: -1, led: resume.NewPos(nil, nil)}
+	pt := &partition{id: p, committed: -1, led: resume.NewPos(nil, nil), started: map[int64]bool{}}
 	pt.led.SetAsked(m.asked)
-	pt.ctx, pt.cancel = context.WithCancel(context.Background())
+	pt.ctx, pt.cancel = context.WithCancelCause(context.Background())
 	return pt
 }

@@ -100,8 +100,7 @@ func (m *member) done(op feed.Operation, res feed.Result, err error) {
 // finish marks the record of it done, or, without done, kept for the next
 // owner (commits stop below it): its reservation, if any, ends when no
 // request of it went out (res.Attempts is 0), and is passed on otherwise.
-// The feed no longer has the record: a revoke waiting for its partition
-// may go on.
+// A revoke waiting for the record's partition no longer waits for it.
 func (m *member) finish(it item, res feed.Result, done bool) {
 	m.post(func() {
 		if ord, ok := it.p.led.Find(it.r.Offset); ok {
@@ -112,8 +111,11 @@ func (m *member) finish(it item, res feed.Result, done bool) {
 				it.p.led.Unreserve(ord)
 			}
 		}
-		if it.p.out--; it.p.out == 0 && it.p.drained != nil {
-			close(it.p.drained)
+		if pt := it.p; pt.started[it.r.Offset] {
+			delete(pt.started, it.r.Offset)
+			if len(pt.started) == 0 && pt.drained != nil {
+				close(pt.drained)
+			}
 		}
 	})
 }
