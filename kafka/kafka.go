@@ -31,6 +31,11 @@
 // its connection (feed.Fence's Until), so that a process stopped between
 // the two does not send it when it wakes; what is left is a stop in the
 // moment between that check and the write's system call.
+//
+// When a partition moves away, its records waiting in the feed (for a
+// retry, the limiter, an endpoint that is down) end at once, kept for the
+// next owner; a revoke waits only for its requests on the wire, then
+// commits.
 package kafka
 
 import (
