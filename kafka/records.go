@@ -18,8 +18,10 @@ import (
 func (m *member) ops(ctx context.Context) func(func(feed.Operation, error) bool) {
 	return func(yield func(feed.Operation, error) bool) {
 		for it := range m.items {
-			if ctx.Err() != nil {
-				m.finish(it, feed.Result{}, false) // stopping: neither fed nor committed
+			if ctx.Err() != nil || it.p.ctx.Err() != nil {
+				// Stopping, or its partition moved away since it was
+				// handed out: neither fed nor dead-lettered here.
+				m.finish(it, feed.Result{}, false)
 				continue
 			}
 			op, err := m.parseRecord(it.r)
