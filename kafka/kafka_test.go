@@ -189,11 +189,16 @@ func (v *vespa) counts() map[string]int {
 // returned stop is called; stop returns its Report.
 func startMember(t *testing.T, addrs []string, v *vespa, g string) (stop func() Report) {
 	t.Helper()
+	return runMember(t, Config{Brokers: addrs, Topic: opsTopic, Group: g, FailedTopic: deadTopic,
+		SessionTimeout: time.Second, Feed: feed.Config{URL: v.URL, MaxOutage: -1}, Log: testLog{t}})
+}
+
+// runMember runs a member of cfg until stop, which returns its report.
+func runMember(t *testing.T, cfg Config) (stop func() Report) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan Report, 1)
 	go func() {
-		res, err := Run(ctx, t.Context(), Config{Brokers: addrs, Topic: opsTopic, Group: g, FailedTopic: deadTopic,
-			SessionTimeout: time.Second, Feed: feed.Config{URL: v.URL, MaxOutage: -1}, Log: testLog{t}})
+		res, err := Run(ctx, t.Context(), cfg)
 		if err != nil {
 			t.Error(err)
 		}
@@ -987,16 +992,8 @@ func TestRevokeDuringOutage(t *testing.T) {
 	v.Down()
 	letters := deadLetters(t, addrs)
 	log := &signalLog{testLog: testLog{t}, what: "paused:", seen: make(chan struct{})}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan Report, 1)
-	go func() {
-		res, err := Run(ctx, t.Context(), Config{Brokers: addrs, Topic: opsTopic, Group: "g9", FailedTopic: deadTopic,
-			SessionTimeout: time.Second, Feed: feed.Config{URL: v.URL, MaxOutage: -1, Timeout: time.Hour}, Log: log})
-		if err != nil {
-			t.Error(err)
-		}
-		done <- res
-	}()
+	stopA := runMember(t, Config{Brokers: addrs, Topic: opsTopic, Group: "g9", FailedTopic: deadTopic,
+		SessionTimeout: time.Second, Feed: feed.Config{URL: v.URL, MaxOutage: -1, Timeout: time.Hour}, Log: log})
 	<-log.seen // its records wait for the endpoint
 	stopB := startMember(t, addrs, v, "g9")
 	// A guard, not a measure: the rebalance takes about a second; a revoke
@@ -1029,9 +1026,7 @@ func TestRevokeDuringOutage(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	cancel()
-	a := await(t, done, func() string { return "the first member did not stop" })
-	b := stopB()
+	a, b := stopA(), stopB()
 	n := int(deadCount(t, addrs))
 	got := map[string][]string{}
 	for k := 0; k < n; k++ {
