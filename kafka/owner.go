@@ -80,17 +80,14 @@ func (m *member) nextRecord() item {
 		if ord, found := pt.led.Find(r.Offset); found && !pt.led.EndedBefore(ord) {
 			return item{p: pt, r: r}
 		}
-		pt.pending = pt.pending[1:] // done: no owner feeds it again
-		m.resumeHalfEmpty(pt)
+		m.shift(pt) // done: no owner feeds it again
 	}
 }
 
 // handedOut notes that the feed has the record of it.
 func (m *member) handedOut(it item) {
-	pt := it.p
-	pt.pending = pt.pending[1:]
-	m.last = pt.id
-	m.resumeHalfEmpty(pt)
+	m.shift(it.p)
+	m.last = it.p.id
 }
 
 // nextPending returns the partition after m.last, in the order of their
@@ -114,9 +111,11 @@ func (m *member) nextPending() *partition {
 	return first
 }
 
-// resumeHalfEmpty resumes the fetching of pt, paused when its queue was
-// full, once the queue has half emptied. The owner's.
-func (m *member) resumeHalfEmpty(pt *partition) {
+// shift drops pt's first pending record, and resumes the fetching of pt,
+// paused when its queue was full, once the queue has half emptied. The
+// owner's.
+func (m *member) shift(pt *partition) {
+	pt.pending = pt.pending[1:]
 	if pt.paused && len(pt.pending) <= maxPending/2 {
 		pt.paused = false
 		m.cl.ResumeFetchPartitions(map[string][]int32{m.cfg.Topic: {pt.id}})

@@ -244,18 +244,16 @@ func run(c config, feeder []string) (line string, exit int, err error) {
 			st.ServeHTTP(w, r)
 		})
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	store, stop, err := serveLoopback(h)
 	if err != nil {
 		return "", 0, err
 	}
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	defer hs.Close()
+	defer stop()
 	listens := []listen{{h2: c.h2}}
 	if c.copy {
 		listens = append(listens, listen{}, listen{h2: true}) // ARENA_URL_TO, ARENA_URL_H2
 	}
-	ng, err := startNginx(dir, c.rate, c.burst, ln.Addr().(*net.TCPAddr).Port, listens)
+	ng, err := startNginx(dir, c.rate, c.burst, store.Port, listens)
 	if err != nil {
 		return "", 0, err
 	}
@@ -536,4 +534,15 @@ func docIDOf(i int) string { return "id:music:music::" + strconv.Itoa(i) }
 // fieldsOf is the fields of document i, as JSON.
 func fieldsOf(i int) string {
 	return `{"n":` + strconv.Itoa(i) + `,"title":"Document ` + strconv.Itoa(i) + `"}`
+}
+
+// serveLoopback serves h on a port of 127.0.0.1 until stop is called.
+func serveLoopback(h http.Handler) (addr *net.TCPAddr, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	return ln.Addr().(*net.TCPAddr), func() { _ = hs.Close() }, nil
 }

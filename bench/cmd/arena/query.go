@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -214,14 +213,12 @@ func runQuery(c config, feeder []string) (string, int, error) {
 		if c.inflight > 0 {
 			q.slots = make(chan struct{}, c.inflight)
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		addr, stop, err := serveLoopback(q)
 		if err != nil {
 			return "", 0, err
 		}
-		hs := &http.Server{Handler: q, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = hs.Serve(ln) }()
-		defer hs.Close()
-		u := "http://" + ln.Addr().String()
+		defer stop()
+		u := "http://" + addr.String()
 		env["ARENA_URL_"+strconv.Itoa(i)] = u
 		urls = append(urls, "-url "+u)
 		containers = append(containers, q)
