@@ -25,16 +25,15 @@ import (
 
 // benchFlags are the flags of the bench command.
 type benchFlags struct {
-	urls          urlsFlag
-	rate          string
-	duration      time.Duration
-	deadline      time.Duration
-	hedge         string
-	jsonOut       string
-	slo           time.Duration
-	quiet, http2  bool
-	header        headerFlag
-	cert, key, ca string
+	urls         urlsFlag
+	rate         string
+	duration     time.Duration
+	deadline     time.Duration
+	hedge        string
+	jsonOut      string
+	slo          time.Duration
+	quiet, http2 bool
+	conn         connFlags
 }
 
 func addBenchFlags(fs *flag.FlagSet, f *benchFlags) {
@@ -47,10 +46,7 @@ func addBenchFlags(fs *flag.FlagSet, f *benchFlags) {
 	fs.DurationVar(&f.slo, "slo", 100*time.Millisecond, "with -rate A:B:STEP: the p99 a step's rate must keep to count for the knee")
 	fs.BoolVar(&f.quiet, "q", false, "no line per second")
 	fs.BoolVar(&f.http2, "http2", false, "HTTP/2: by prior knowledge on http URLs, by ALPN on https (vespa-fbench speaks HTTP/1.1 only)")
-	fs.Var(&f.header, "header", "send the header `'Name: value'` with every request (repeatable); never printed")
-	fs.StringVar(&f.cert, "cert", "", "the client certificate, a PEM `FILE`, for mutual TLS on https URLs")
-	fs.StringVar(&f.key, "key", "", "the client certificate's private key, a PEM `FILE`")
-	fs.StringVar(&f.ca, "ca", "", "trust the CA certificates of this PEM `FILE` instead of the system's")
+	addConnFlags(fs, &f.conn)
 }
 
 // benchQuery is a line of the query file: what is sent, and the line.
@@ -128,8 +124,8 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return err
 	}
 	switch {
-	case f.header.check() != nil:
-		return usageErrorf("bench: %v", f.header.check())
+	case f.conn.header.check() != nil:
+		return usageErrorf("bench: %v", f.conn.header.check())
 	case len(f.urls) == 0 || f.rate == "":
 		return usageErrorf("bench: -url and -rate are required")
 	case len(pos) != 1:
@@ -156,11 +152,11 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return setupErrorf("bench: %s: %v", pos[0], err)
 	}
-	tlsCfg, err := feedTLS(f.cert, f.key, f.ca)
+	header, tlsCfg, err := f.conn.load()
 	if err != nil {
 		return setupErrorf("bench: %v", err)
 	}
-	c, err := query.New(query.Config{URLs: f.urls, Header: f.header.h, TLS: tlsCfg, HTTP2: f.http2, NoHedge: f.hedge == "off"})
+	c, err := query.New(query.Config{URLs: f.urls, Header: header, TLS: tlsCfg, HTTP2: f.http2, NoHedge: f.hedge == "off"})
 	if err != nil {
 		return usageErrorf("bench: %v", err)
 	}

@@ -17,17 +17,16 @@ import (
 
 // bulkFlags are the flags of the delete and update commands.
 type bulkFlags struct {
-	urls                   urlsFlag
-	cluster, selection     string
-	namespace, docType     string
-	update, marker         string // update only
-	slices                 int
-	checkpoint, headerFile string
-	cert, key, ca          string
-	maxOutage, progress    time.Duration
-	quiet, verify          bool
-	header                 headerFlag
-	updating               bool
+	urls                urlsFlag
+	cluster, selection  string
+	namespace, docType  string
+	update, marker      string // update only
+	slices              int
+	checkpoint          string
+	maxOutage, progress time.Duration
+	quiet, verify       bool
+	conn                connFlags
+	updating            bool
 }
 
 // addBulkFlags defines the flags of delete, or of update, on fs.
@@ -57,11 +56,7 @@ func addBulkFlags(fs *flag.FlagSet, f *bulkFlags, update bool) {
 	fs.IntVar(&f.slices, "slices", 16, "split the corpus into `N` slices, processed at once as the server allows (fixed for a -checkpoint)")
 	fs.StringVar(&f.checkpoint, "checkpoint", "", "keep `FILE` up to date with how far the run is, and resume from it when it exists")
 	fs.BoolVar(&f.verify, "verify", false, "at the end, visit the selection again and say how many documents still match (0 once done)")
-	fs.Var(&f.header, "header", "send the header `'Name: value'` with every request (repeatable); never printed")
-	fs.StringVar(&f.headerFile, "header-file", "", "read headers from `FILE`, one 'Name: value' a line; never printed")
-	fs.StringVar(&f.cert, "cert", "", "the client certificate, a PEM `FILE`, for mutual TLS on https URLs")
-	fs.StringVar(&f.key, "key", "", "the client certificate's private key, a PEM `FILE`")
-	fs.StringVar(&f.ca, "ca", "", "trust the CA certificates of this PEM `FILE` instead of the system's")
+	addConnFlags(fs, &f.conn)
 	fs.DurationVar(&f.maxOutage, "max-outage", 5*time.Minute, "end the run when a slice has failed for this long")
 	f.progress = time.Second
 	fs.Var((*progressFlag)(&f.progress), "progress", "time between progress reports on stderr; -progress alone: 1s; 0 or false: none")
@@ -79,8 +74,8 @@ func runBulk(ctx context.Context, args []string, update bool, stdout, stderr io.
 		return err
 	}
 	switch {
-	case f.header.check() != nil:
-		return usageErrorf("%s: %v", name, f.header.check())
+	case f.conn.header.check() != nil:
+		return usageErrorf("%s: %v", name, f.conn.header.check())
 	case len(f.urls) == 0 || f.cluster == "" || f.selection == "":
 		return usageErrorf("%s: -url, -cluster and -selection are required", name)
 	case update && (f.namespace == "" || f.docType == "" || f.update == ""):
@@ -111,14 +106,9 @@ func runBulk(ctx context.Context, args []string, update bool, stdout, stderr io.
 			return usageErrorf("update: -update is not safe to apply twice (an increment, a decrement, a multiplication, a division, an add or a remove): a request that fails after part of its chunk is asked again, and would apply it again to what it reached; give -marker FIELD, a string attribute of the type (see docs/bulk.md)")
 		}
 	}
-	tlsCfg, err := feedTLS(f.cert, f.key, f.ca)
+	header, tlsCfg, err := f.conn.load()
 	if err != nil {
 		return setupErrorf("%s: %v", name, err)
-	}
-	if f.headerFile != "" {
-		if err := readHeaderFile(f.headerFile, &f.header); err != nil {
-			return setupErrorf("%s: -header-file: %v", name, err)
-		}
 	}
 	b, err := resume.OpenBulk(f.checkpoint, resume.BulkOf{Cluster: f.cluster, Selection: f.selection, Update: proc.Update,
 		Namespace: f.namespace, DocumentType: f.docType, Marker: f.marker, URLs: endpoints(f.urls)}, f.slices)
@@ -134,7 +124,7 @@ func runBulk(ctx context.Context, args []string, update bool, stdout, stderr io.
 	}
 	proc.Run = b.RunID()
 	stderr = &syncWriter{w: stderr}
-	cfg := visit.Config{URLs: f.urls, Cluster: f.cluster, Selection: f.selection, Slices: f.slices, Header: f.header.h, TLS: tlsCfg,
+	cfg := visit.Config{URLs: f.urls, Cluster: f.cluster, Selection: f.selection, Slices: f.slices, Header: header, TLS: tlsCfg,
 		MaxOutage: orNone(f.maxOutage), Log: stderr, LogPrefix: "retries " + name + ": ", Process: proc}
 	c, err := visit.New(cfg)
 	if err != nil {

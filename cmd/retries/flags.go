@@ -116,7 +116,7 @@ var commands = []command{
 	},
 	{
 		name:     "bench",
-		synopsis: "bench -url URL [-url URL…] -rate QPS|A:B:STEP [-duration D] [-deadline D] [-hedge auto|off] [-http2] [-json FILE] [-slo D] [-q] FILE|-",
+		synopsis: "bench -url URL [-url URL…] -rate QPS|A:B:STEP [-duration D] [-deadline D] [-hedge auto|off] [-http2] [-json FILE] [-slo D] [-header 'Name: value'] [-header-file FILE] [-cert FILE -key FILE] [-ca FILE] [-q] FILE|-",
 		about: "Offers the queries of FILE (a path and query string a line, as\n" +
 			"vespa-fbench reads them, or a JSON body) at QPS a second, open loop,\n" +
 			"through package query: each query's deadline travels as its timeout,\n" +

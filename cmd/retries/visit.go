@@ -23,11 +23,10 @@ type visitFlags struct {
 	cluster, selection, fieldSet string
 	pages                        bool
 	slices                       int
-	out, checkpoint, headerFile  string
-	cert, key, ca                string
+	out, checkpoint              string
 	maxOutage, progress          time.Duration
 	quiet                        bool
-	header                       headerFlag
+	conn                         connFlags
 }
 
 // addVisitFlags defines the visit command's flags on fs.
@@ -40,11 +39,7 @@ func addVisitFlags(fs *flag.FlagSet, f *visitFlags) {
 	fs.BoolVar(&f.pages, "pages", false, "ask for JSON pages instead of a stream of JSON lines")
 	fs.StringVar(&f.out, "o", "", "write the documents to `FILE` as feed lines; default stdout")
 	fs.StringVar(&f.checkpoint, "checkpoint", "", "keep `FILE` up to date with how far the visit is, and resume from it when it exists (needs -o)")
-	fs.Var(&f.header, "header", "send the header `'Name: value'` with every request (repeatable); never printed")
-	fs.StringVar(&f.headerFile, "header-file", "", "read headers from `FILE`, one 'Name: value' a line; never printed")
-	fs.StringVar(&f.cert, "cert", "", "the client certificate, a PEM `FILE`, for mutual TLS on https URLs")
-	fs.StringVar(&f.key, "key", "", "the client certificate's private key, a PEM `FILE`")
-	fs.StringVar(&f.ca, "ca", "", "trust the CA certificates of this PEM `FILE` instead of the system's")
+	addConnFlags(fs, &f.conn)
 	fs.DurationVar(&f.maxOutage, "max-outage", 5*time.Minute, "end the visit when a slice has failed for this long")
 	fs.DurationVar(&f.progress, "progress", time.Second, "time between progress reports on stderr; 0: none")
 	fs.BoolVar(&f.quiet, "q", false, "no progress lines (as -progress 0)")
@@ -60,8 +55,8 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	switch {
-	case f.header.check() != nil:
-		return usageErrorf("visit: %v", f.header.check())
+	case f.conn.header.check() != nil:
+		return usageErrorf("visit: %v", f.conn.header.check())
 	case len(f.urls) == 0 || f.cluster == "":
 		return usageErrorf("visit: -url and -cluster are required")
 	case len(pos) > 0:
@@ -75,18 +70,13 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case f.maxOutage < 0 || f.progress < 0:
 		return usageErrorf("visit: -max-outage and -progress must not be negative")
 	}
-	tlsCfg, err := feedTLS(f.cert, f.key, f.ca)
+	header, tlsCfg, err := f.conn.load()
 	if err != nil {
 		return setupErrorf("visit: %v", err)
 	}
-	if f.headerFile != "" {
-		if err := readHeaderFile(f.headerFile, &f.header); err != nil {
-			return setupErrorf("visit: -header-file: %v", err)
-		}
-	}
 	stderr = &syncWriter{w: stderr} // the visit's log and the progress lines write at once
 	c, err := visit.New(visit.Config{URLs: f.urls, Pages: f.pages, Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet,
-		Slices: f.slices, Header: f.header.h, TLS: tlsCfg, MaxOutage: orNone(f.maxOutage), Log: stderr})
+		Slices: f.slices, Header: header, TLS: tlsCfg, MaxOutage: orNone(f.maxOutage), Log: stderr})
 	if err != nil {
 		return usageErrorf("visit: %v", err)
 	}
