@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -207,11 +208,7 @@ func (s *Server) IsDeleted(d int) bool {
 func (s *Server) Updates() map[int]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[int]int, len(s.updates))
-	for k, v := range s.updates {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(s.updates)
 }
 
 // ProcessedBuckets returns how many buckets the deletes and updates by

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -114,11 +115,7 @@ func New(t testing.TB, docs, buckets int, fault func(r *http.Request, n int) int
 func (s *Server) Served() map[int]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[int]int, len(s.served))
-	for k, v := range s.served {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(s.served)
 }
 
 // Sent returns how many documents the server wrote, repeats included.
