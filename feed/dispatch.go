@@ -102,7 +102,7 @@ func (r *run) dispatch(op *operation) {
 	op.run = r
 	r.ops.Add(1)
 	if r.admit(op) && r.c.queues.join(op) {
-		go r.sendChain(op)
+		r.start(op)
 	}
 }
 
@@ -142,6 +142,27 @@ func (r *run) sendChain(op *operation) {
 	}
 }
 
+// start sends op's chain on an idle sender of the run, or a new one.
+func (r *run) start(op *operation) {
+	select {
+	case r.work <- op:
+	default:
+		go r.sender(op)
+	}
+}
+
+// sender sends op's chain, then the chains handed to it, until the run ends.
+func (r *run) sender(op *operation) {
+	for {
+		r.sendChain(op)
+		select {
+		case op = <-r.work:
+		case <-r.finished:
+			return
+		}
+	}
+}
+
 func (r *run) failed(id string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -174,7 +195,7 @@ func (c *Client) nextTurn(id string) *operation {
 // operation of a Feed whose turn it is then, if any.
 func (c *Client) handOn(id string) {
 	if op := c.nextTurn(id); op != nil {
-		go op.run.sendChain(op)
+		op.run.start(op)
 	}
 }
 

@@ -83,6 +83,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	cfg = withDefaults(cfg)
 	c := &Client{cfg: cfg, out: &lockedWriter{w: cfg.Log, prefix: cmp.Or(cfg.LogPrefix, "retries feed: ")}}
+	c.pause.timeout = cfg.Timeout
 	if cfg.Concurrency > 0 {
 		c.sendSlots = make(chan struct{}, cfg.Concurrency)
 	}

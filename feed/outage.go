@@ -39,7 +39,7 @@ func (e *outageError) Error() string {
 // pause is the feed's pause: it begins when the breaker opens and ends
 // when it closes. While paused the feed reads no input and the breaker
 // lets only probes through. Time spent paused does not count against an
-// operation's Config.Timeout (see opTimer).
+// operation's Config.Timeout (see track).
 type pause struct {
 	mu      sync.Mutex
 	on      bool
@@ -47,10 +47,13 @@ type pause struct {
 	total   time.Duration // over the pauses that ended
 	count   int64
 	resumed chan struct{} // closed when the current pause ends
-	// deferred are the operations' timers that ran out during the pause:
-	// they are looked at again when it ends.
-	deferred []*opTimer
-	limit    *time.Timer // ends the feed after Config.MaxOutage
+	limit   *time.Timer   // ends the feed after Config.MaxOutage
+
+	// The operations' timeouts (see track): Config.Timeout, the queue of
+	// the operations running, and the timer of its first.
+	timeout     time.Duration
+	first, last *opTimer
+	timer       *time.Timer
 
 	waiting atomic.Pointer[chan struct{}] // resumed while paused; nil otherwise, read without mu
 }
@@ -94,10 +97,9 @@ func (p *pause) end(now time.Time) (time.Duration, bool) {
 	p.stopLimit()
 	close(p.resumed)
 	p.waiting.Store(nil)
-	for _, t := range p.deferred {
-		t.check(now, p.total)
+	if p.first != nil {
+		p.checkLocked(now)
 	}
-	p.deferred = nil
 	return d, true
 }
 
@@ -126,60 +128,91 @@ func (p *pause) stats() (count int64, paused time.Duration, on bool) {
 	return p.count, p.clock(time.Now()), p.on
 }
 
-// opTimer ends an operation's context with errTimeout once the operation
-// has run for its timeout, not counting the time the feed was paused. It
-// holds one timer, like context.WithTimeout: when the timer runs out while
-// the feed is paused, the check waits for the pause to end, and the timer
-// is set again for what is left.
+// opTimer is an operation's place in its pause's queue of timeouts (see
+// pause.track).
 type opTimer struct {
-	p       *pause
-	timeout time.Duration
-	start   time.Time
-	base    time.Duration // the pause clock at start
-	t       *time.Timer
-	cancel  context.CancelCauseFunc
-	done    atomic.Bool
+	start      time.Time
+	base       time.Duration // the pause clock at start
+	cancel     context.CancelCauseFunc
+	prev, next *opTimer
+	queued     bool
 }
 
-// withTimeout ends an operation's context, with cancel, after timeout of
-// time not paused, and returns the function that stops the timer.
-func (p *pause) withTimeout(cancel context.CancelCauseFunc, timeout time.Duration) func() {
+// track ends an operation's context, with cancel, once it has run for
+// p.timeout, not counting the time the feed was paused, unless untrack
+// comes first. Every operation has the same timeout, so their deadlines
+// come in the order they began (a pause moves a later deadline at least as
+// far as an earlier one): one queue, in that order, and one timer, set for
+// its first, serve all of them, where a timer each cost an AfterFunc per
+// operation. A timer that runs out during a pause is looked at again when
+// it ends.
+func (p *pause) track(o *opTimer, cancel context.CancelCauseFunc) {
 	now := time.Now()
 	p.mu.Lock()
-	o := &opTimer{p: p, timeout: timeout, start: now, base: p.clock(now), cancel: cancel}
-	o.t = time.AfterFunc(timeout, o.expire) // expire waits for p.mu: o.t is set first
-	p.mu.Unlock()
-	return func() {
-		o.done.Store(true)
-		o.t.Stop()
+	defer p.mu.Unlock()
+	*o = opTimer{start: now, base: p.clock(now), cancel: cancel, prev: p.last, queued: true}
+	if p.last != nil {
+		p.last.next = o
+	} else {
+		p.first = o
 	}
+	p.last = o
+	switch {
+	case p.timer == nil:
+		p.timer = time.AfterFunc(p.timeout, p.expire)
+	case o == p.first && !p.on:
+		p.timer.Reset(p.timeout)
+	}
+}
+
+// untrack takes o out of the queue of timeouts, if its timeout has not
+// run out.
+func (p *pause) untrack(o *opTimer) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.unlink(o)
+}
+
+// unlink takes o out of the queue. p.mu is held.
+func (p *pause) unlink(o *opTimer) {
+	if !o.queued {
+		return
+	}
+	if o.prev != nil {
+		o.prev.next = o.next
+	} else {
+		p.first = o.next
+	}
+	if o.next != nil {
+		o.next.prev = o.prev
+	} else {
+		p.last = o.prev
+	}
+	o.prev, o.next, o.queued = nil, nil, false
 }
 
 // expire runs when the timer runs out.
-func (o *opTimer) expire() {
-	p := o.p
+func (p *pause) expire() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.on {
-		p.deferred = append(p.deferred, o)
-		return
+	if !p.on { // else end looks again
+		p.checkLocked(time.Now())
 	}
-	o.check(time.Now(), p.total)
 }
 
-// check ends the operation if it has run for its timeout outside pauses,
-// given the pause clock now, or sets the timer for what is left. p.mu is
-// held.
-func (o *opTimer) check(now time.Time, clock time.Duration) {
-	if o.done.Load() {
-		return
-	}
-	active := now.Sub(o.start) - (clock - o.base)
-	if active >= o.timeout {
+// checkLocked ends the operations at the head of the queue that have run
+// for their timeout outside pauses, and sets the timer for the first one
+// left. p.mu is held.
+func (p *pause) checkLocked(now time.Time) {
+	for o := p.first; o != nil; o = p.first {
+		active := now.Sub(o.start) - (p.total - o.base)
+		if active < p.timeout {
+			p.timer.Reset(p.timeout - active)
+			return
+		}
+		p.unlink(o)
 		o.cancel(errTimeout)
-		return
 	}
-	o.t.Reset(o.timeout - active)
 }
 
 // onBreaker is each endpoint's OnStateChange: the feed pauses while every

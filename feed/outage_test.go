@@ -411,12 +411,13 @@ func TestFeedHoldsBackAfterFailure(t *testing.T) {
 func TestTimeoutSkipsPauses(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		var p pause
+		p := pause{timeout: time.Second}
 		start := time.Now()
-		withTimeout := func(d time.Duration) (context.Context, func()) {
+		withTimeout := func() (context.Context, func()) {
 			ctx, cancel := context.WithCancelCause(t.Context())
-			stop := p.withTimeout(cancel, d)
-			return ctx, func() { stop(); cancel(nil) }
+			var o opTimer
+			p.track(&o, cancel)
+			return ctx, func() { p.untrack(&o); cancel(nil) }
 		}
 		ended := func(ctx context.Context) time.Duration {
 			<-ctx.Done()
@@ -426,14 +427,14 @@ func TestTimeoutSkipsPauses(t *testing.T) {
 			return time.Since(start)
 		}
 		// No pause: 1 s.
-		ctx, release := withTimeout(time.Second)
+		ctx, release := withTimeout()
 		if d := ended(ctx); d != time.Second {
 			t.Errorf("ended after %v, want 1s", d)
 		}
 		release()
 		// Paused from 0.5 s to 3 s, while the timer runs out: 3.5 s.
 		start = time.Now()
-		ctx, release = withTimeout(time.Second)
+		ctx, release = withTimeout()
 		time.AfterFunc(500*time.Millisecond, func() { p.begin(time.Now(), 0, nil) })
 		time.AfterFunc(3*time.Second, func() { p.end(time.Now()) })
 		if d := ended(ctx); d != 3500*time.Millisecond {
@@ -442,7 +443,7 @@ func TestTimeoutSkipsPauses(t *testing.T) {
 		release()
 		// Paused from 0.2 s to 0.4 s, before the timer runs out: 1.2 s.
 		start = time.Now()
-		ctx, release = withTimeout(time.Second)
+		ctx, release = withTimeout()
 		time.AfterFunc(200*time.Millisecond, func() { p.begin(time.Now(), 0, nil) })
 		time.AfterFunc(400*time.Millisecond, func() { p.end(time.Now()) })
 		if d := ended(ctx); d != 1200*time.Millisecond {
@@ -454,7 +455,7 @@ func TestTimeoutSkipsPauses(t *testing.T) {
 		start = time.Now()
 		p.begin(time.Now(), 0, nil)
 		time.Sleep(1500 * time.Millisecond)
-		ctx, release = withTimeout(time.Second)
+		ctx, release = withTimeout()
 		time.AfterFunc(500*time.Millisecond, func() { p.end(time.Now()) })
 		if d := ended(ctx); d != 3*time.Second {
 			t.Errorf("ended %v after the pause began, want 3s", d)
@@ -464,10 +465,70 @@ func TestTimeoutSkipsPauses(t *testing.T) {
 			t.Errorf("stats() = %d, %v, %v; want 3 pauses, 4.7s, not on", n, paused, on)
 		}
 		// A released operation never ends by its timer.
-		ctx, release = withTimeout(time.Second)
+		ctx, release = withTimeout()
 		release()
+		time.Sleep(2 * time.Second)
 		if context.Cause(ctx) != context.Canceled {
 			t.Errorf("cause after release = %v, want context.Canceled", context.Cause(ctx))
+		}
+	})
+}
+
+// TestTimeoutQueue: the operations' timeouts share one queue and one
+// timer: each ends its own timeout after its start, in the order they
+// began, whichever of them are released on the way, across a pause that
+// moves the later deadlines by what is left of it after their start.
+func TestTimeoutQueue(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p := pause{timeout: time.Second}
+		start := time.Now()
+		type op struct {
+			ctx     context.Context
+			o       opTimer
+			cancel  context.CancelCauseFunc
+			endedAt time.Duration
+		}
+		ops := make([]*op, 6)
+		for i := range ops {
+			if i > 0 {
+				time.Sleep(100 * time.Millisecond)
+			}
+			x := &op{}
+			x.ctx, x.cancel = context.WithCancelCause(t.Context())
+			p.track(&x.o, x.cancel)
+			context.AfterFunc(x.ctx, func() { x.endedAt = time.Since(start) })
+			ops[i] = x
+		}
+		// Begun at 0, 0.1, … 0.5 s. Released: the first at 0.5 s, the
+		// fourth at 0.9 s (both before their timeout). Paused from 1.15 s
+		// to 1.45 s: the second (due at 1.1 s) is not touched by it, the
+		// third (1.2 s) ends at 1.5 s, the fifth and sixth 0.3 s late.
+		p.untrack(&ops[0].o)
+		ops[0].cancel(nil)
+		time.AfterFunc(400*time.Millisecond, func() { p.untrack(&ops[3].o); ops[3].cancel(nil) })
+		time.AfterFunc(650*time.Millisecond, func() { p.begin(time.Now(), 0, nil) })
+		time.AfterFunc(950*time.Millisecond, func() { p.end(time.Now()) })
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		want := []struct {
+			cause error
+			at    time.Duration
+		}{
+			{context.Canceled, 500 * time.Millisecond},
+			{errTimeout, 1100 * time.Millisecond},
+			{errTimeout, 1500 * time.Millisecond},
+			{context.Canceled, 900 * time.Millisecond},
+			{errTimeout, 1700 * time.Millisecond},
+			{errTimeout, 1800 * time.Millisecond},
+		}
+		for i, x := range ops {
+			if c := context.Cause(x.ctx); c != want[i].cause || x.endedAt != want[i].at {
+				t.Errorf("operation %d ended at %v with %v; want %v with %v", i, x.endedAt, c, want[i].at, want[i].cause)
+			}
+		}
+		if p.first != nil || p.last != nil {
+			t.Error("the queue is not empty")
 		}
 	})
 }

@@ -27,6 +27,8 @@ type run struct {
 	live             liveOps // the run's operations being sent, halted when ctx ends
 	ops              sync.WaitGroup
 	slots            *window
+	work             chan *operation // to an idle sender
+	finished         chan struct{}   // closed when every operation of the run has ended
 	counts           counts
 	refusalsAt       int64 // the Client's budget refusals when the run began
 	responsesAt      int64 // the responses on the wire when the run began
@@ -51,6 +53,7 @@ func (c *Client) newRun(ctx context.Context, done func(Operation, Result, error)
 	for _, id := range c.cfg.HoldBack {
 		r.failedIDs[id] = true
 	}
+	r.work, r.finished = make(chan *operation), make(chan struct{})
 	r.ctx, r.halt = context.WithCancelCause(ctx)
 	r.sendCtx, r.cancelSend = context.WithCancelCause(context.WithoutCancel(ctx))
 	r.slots = &window{n: c.slots(), max: cmp.Or(c.cfg.MaxDispatchBytes, DefaultMaxDispatchBytes), limit: c.dispatchLimit(), onWait: c.testWindowWait}
@@ -121,6 +124,7 @@ func (r *run) feed(ctx context.Context, ops iter.Seq2[Operation, error]) Report 
 		}
 	}
 	r.ops.Wait()
+	close(r.finished)
 	c.pause.disarm() // a feed that ended paused is not stopped later
 	close(finished)
 	<-graceDone // so that it says nothing once the feed is over

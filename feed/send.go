@@ -59,7 +59,8 @@ func (c *Client) sendOp(ctx context.Context, r *run, op *operation) (Result, end
 		}
 	}
 	if c.cfg.Timeout > 0 {
-		defer c.pause.withTimeout(cancel, c.cfg.Timeout)()
+		c.pause.track(&st.timer, cancel)
+		defer c.pause.untrack(&st.timer)
 	}
 	for {
 		e := c.route(st.failedOn)

@@ -102,8 +102,9 @@ type opState struct {
 	// attempts and that it left for another (see detour); only the
 	// goroutine that sends it uses it.
 	failedOn []*endpoint
-	redials  int  // rounds of attempts begun again after a refused connection or an outage (see redial, outlast)
-	afterAck bool // it went round again once its endpoint acknowledged another after its failure (see outlast)
+	redials  int     // rounds of attempts begun again after a refused connection or an outage (see redial, outlast)
+	afterAck bool    // it went round again once its endpoint acknowledged another after its failure (see outlast)
+	timer    opTimer // its place in the queue of Config.Timeout (see pause.track)
 
 	mu      sync.Mutex
 	onWire  int                     // requests on the wire now
