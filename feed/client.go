@@ -199,7 +199,7 @@ func (c *Client) Send(ctx context.Context, o Operation) (Result, error) {
 			return Result{}, &Error{Err: context.Cause(ctx)}
 		}
 	}
-	res, _, err := c.sendOp(ctx, nil, op)
+	res, _, err := c.sendOp(ctx, ctx, nil, op)
 	return res, err
 }
 

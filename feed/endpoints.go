@@ -119,11 +119,12 @@ func (e *endpoint) moveAway() {
 	e.move, e.moveNow = context.WithCancelCause(context.Background())
 }
 
-// within returns ctx for one operation's stay on e, which s.move ends with
-// errMoved when e moves its operations away, and the function that
-// releases it. With a single endpoint there is nowhere to move to, and ctx
-// is returned as it is.
-func (e *endpoint) within(ctx context.Context, s *opState) (context.Context, func()) {
+// within returns ctx for one operation's stay on e, which ends with
+// errMoved when e moves its operations away (its request on the wire, if
+// any, goes on: see opState), and the function that releases it. With a
+// single endpoint there is nowhere to move to, and ctx is returned as it
+// is.
+func (e *endpoint) within(ctx context.Context) (context.Context, func()) {
 	if !e.multi {
 		return ctx, func() {}
 	}
@@ -131,11 +132,9 @@ func (e *endpoint) within(ctx context.Context, s *opState) (context.Context, fun
 	move := e.move
 	e.mu.Unlock()
 	c, cancel := context.WithCancelCause(ctx)
-	stay := s.setStay(cancel)
-	stop := context.AfterFunc(move, func() { s.move(stay) })
+	stop := context.AfterFunc(move, func() { cancel(errMoved) })
 	return c, func() {
 		stop()
-		s.setStay(nil)
 		cancel(nil)
 	}
 }

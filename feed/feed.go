@@ -41,6 +41,8 @@ type Client struct {
 	transport        *connPool
 	openEndpoints    atomic.Int64 // endpoints whose breaker is open or half-open
 	pause            pause
+	opTimeouts       timeouts                    // Config.Timeout's, held while paused
+	attemptTimeouts  *timeouts                   // Config.AttemptTimeout's; nil without one
 	outage           atomic.Pointer[outageError] // set when the outage outlasted Config.MaxOutage
 	acked            atomic.Bool                 // an operation was acknowledged
 	live             liveOps                     // the Sends being sent
@@ -83,7 +85,10 @@ func New(cfg Config) (*Client, error) {
 	}
 	cfg = withDefaults(cfg)
 	c := &Client{cfg: cfg, out: &lockedWriter{w: cfg.Log, prefix: cmp.Or(cfg.LogPrefix, "retries feed: ")}}
-	c.pause.timeout = cfg.Timeout
+	c.opTimeouts = timeouts{timeout: cfg.Timeout, cause: errTimeout}
+	if cfg.AttemptTimeout > 0 {
+		c.attemptTimeouts = &timeouts{timeout: cfg.AttemptTimeout, cause: errAttemptTimeout}
+	}
 	if cfg.Concurrency > 0 {
 		c.sendSlots = make(chan struct{}, cfg.Concurrency)
 	}
@@ -133,17 +138,13 @@ func (c *Client) newEndpoint(raw string) *endpoint {
 		e.limiter = retries.NewLimiter(retries.LimiterConfig{MaxInFlight: cfg.MaxInFlight})
 		inner = inner.Copy(retries.WithLimiter(e.limiter))
 	}
-	var topts []retries.TransportOption
-	if cfg.AttemptTimeout > 0 {
-		topts = append(topts, retries.WithAttemptTimeout(cfg.AttemptTimeout))
-	}
-	wire := wireCounter{base: c.transport, s: &c.wire}
+	wire := wireCounter{base: c.transport, s: &c.wire, attempts: c.attemptTimeouts}
 	client := func(pred retries.Predicate) *http.Client {
 		// The inner layer also retries, while the breaker is open, what
 		// the outer one would: it waits the outage out, and the outer
 		// layer spends no attempt and no budget on it.
 		innerT := retries.NewTransport(wire, inner.Copy(retries.WithRetry(
-			retries.RetryAny(inner.Retry(), retries.RetryIfOutage(e.breaker, pred)))), topts...)
+			retries.RetryAny(inner.Retry(), retries.RetryIfOutage(e.breaker, pred)))))
 		p := cfg.Outer.Copy(
 			retries.WithObserver(cfg.Calls),
 			retries.WithRetry(pred),

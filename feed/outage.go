@@ -39,7 +39,7 @@ func (e *outageError) Error() string {
 // pause is the feed's pause: it begins when the breaker opens and ends
 // when it closes. While paused the feed reads no input and the breaker
 // lets only probes through. Time spent paused does not count against an
-// operation's Config.Timeout (see track).
+// operation's Config.Timeout (Client.opTimeouts is held).
 type pause struct {
 	mu      sync.Mutex
 	on      bool
@@ -48,12 +48,6 @@ type pause struct {
 	count   int64
 	resumed chan struct{} // closed when the current pause ends
 	limit   *time.Timer   // ends the feed after Config.MaxOutage
-
-	// The operations' timeouts (see track): Config.Timeout, the queue of
-	// the operations running, and the timer of its first.
-	timeout     time.Duration
-	first, last *opTimer
-	timer       *time.Timer
 
 	waiting atomic.Pointer[chan struct{}] // resumed while paused; nil otherwise, read without mu
 }
@@ -97,9 +91,6 @@ func (p *pause) end(now time.Time) (time.Duration, bool) {
 	p.stopLimit()
 	close(p.resumed)
 	p.waiting.Store(nil)
-	if p.first != nil {
-		p.checkLocked(now)
-	}
 	return d, true
 }
 
@@ -126,93 +117,6 @@ func (p *pause) stats() (count int64, paused time.Duration, on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.count, p.clock(time.Now()), p.on
-}
-
-// opTimer is an operation's place in its pause's queue of timeouts (see
-// pause.track).
-type opTimer struct {
-	start      time.Time
-	base       time.Duration // the pause clock at start
-	cancel     context.CancelCauseFunc
-	prev, next *opTimer
-	queued     bool
-}
-
-// track ends an operation's context, with cancel, once it has run for
-// p.timeout, not counting the time the feed was paused, unless untrack
-// comes first. Every operation has the same timeout, so their deadlines
-// come in the order they began (a pause moves a later deadline at least as
-// far as an earlier one): one queue, in that order, and one timer, set for
-// its first, serve all of them, where a timer each cost an AfterFunc per
-// operation. A timer that runs out during a pause is looked at again when
-// it ends.
-func (p *pause) track(o *opTimer, cancel context.CancelCauseFunc) {
-	now := time.Now()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	*o = opTimer{start: now, base: p.clock(now), cancel: cancel, prev: p.last, queued: true}
-	if p.last != nil {
-		p.last.next = o
-	} else {
-		p.first = o
-	}
-	p.last = o
-	switch {
-	case p.timer == nil:
-		p.timer = time.AfterFunc(p.timeout, p.expire)
-	case o == p.first && !p.on:
-		p.timer.Reset(p.timeout)
-	}
-}
-
-// untrack takes o out of the queue of timeouts, if its timeout has not
-// run out.
-func (p *pause) untrack(o *opTimer) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.unlink(o)
-}
-
-// unlink takes o out of the queue. p.mu is held.
-func (p *pause) unlink(o *opTimer) {
-	if !o.queued {
-		return
-	}
-	if o.prev != nil {
-		o.prev.next = o.next
-	} else {
-		p.first = o.next
-	}
-	if o.next != nil {
-		o.next.prev = o.prev
-	} else {
-		p.last = o.prev
-	}
-	o.prev, o.next, o.queued = nil, nil, false
-}
-
-// expire runs when the timer runs out.
-func (p *pause) expire() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.on { // else end looks again
-		p.checkLocked(time.Now())
-	}
-}
-
-// checkLocked ends the operations at the head of the queue that have run
-// for their timeout outside pauses, and sets the timer for the first one
-// left. p.mu is held.
-func (p *pause) checkLocked(now time.Time) {
-	for o := p.first; o != nil; o = p.first {
-		active := now.Sub(o.start) - (p.total - o.base)
-		if active < p.timeout {
-			p.timer.Reset(p.timeout - active)
-			return
-		}
-		p.unlink(o)
-		o.cancel(errTimeout)
-	}
 }
 
 // onBreaker is each endpoint's OnStateChange: the feed pauses while every
@@ -247,6 +151,7 @@ func (c *Client) onBreaker(e *endpoint, from, to retries.BreakerState) {
 	switch {
 	case all && from == retries.BreakerClosed:
 		if c.pause.begin(now, c.cfg.MaxOutage, c.outageTooLong) {
+			c.opTimeouts.hold(now)
 			limit := "until it answers"
 			if c.cfg.MaxOutage > 0 {
 				limit = fmt.Sprintf("for up to %v (-max-outage)", c.cfg.MaxOutage)
@@ -260,6 +165,7 @@ func (c *Client) onBreaker(e *endpoint, from, to retries.BreakerState) {
 		}
 	case !all && to == retries.BreakerClosed:
 		if d, ok := c.pause.end(now); ok {
+			c.opTimeouts.release(now)
 			if c.running.Load() == nil { // the next outage of the Sends has its own MaxOutage
 				c.outage.Store(nil)
 			}

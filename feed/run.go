@@ -24,7 +24,6 @@ type run struct {
 	// abandons the wire.
 	ctx, sendCtx     context.Context
 	halt, cancelSend context.CancelCauseFunc
-	live             liveOps // the run's operations being sent, halted when ctx ends
 	ops              sync.WaitGroup
 	slots            *window
 	work             chan *operation // to an idle sender
@@ -54,7 +53,9 @@ func (c *Client) newRun(ctx context.Context, done func(Operation, Result, error)
 		r.failedIDs[id] = true
 	}
 	r.work, r.finished = make(chan *operation), make(chan struct{})
-	r.ctx, r.halt = context.WithCancelCause(ctx)
+	// Ended by feed when ctx ends, with stopCause(ctx): the cause of
+	// each operation's context, a child of it.
+	r.ctx, r.halt = context.WithCancelCause(context.WithoutCancel(ctx))
 	r.sendCtx, r.cancelSend = context.WithCancelCause(context.WithoutCancel(ctx))
 	r.slots = &window{n: c.slots(), max: cmp.Or(c.cfg.MaxDispatchBytes, DefaultMaxDispatchBytes), limit: c.dispatchLimit(), onWait: c.testWindowWait}
 	return r
@@ -95,10 +96,10 @@ func (r *run) feed(ctx context.Context, ops iter.Seq2[Operation, error]) Report 
 	defer r.cancelSend(nil)
 	c.running.Store(r)
 	defer c.running.Store(nil)
-	// An interrupt or a stop halts the operations being sent: each ends
-	// unless a request of it is on the wire, and then as that request
-	// leaves it.
-	defer context.AfterFunc(r.ctx, func() { r.live.halt(stopCause(r.ctx)) })()
+	// An interrupt halts the operations being sent (their contexts are
+	// children of r.ctx): each ends at once, or, with a request on the
+	// wire, once that request's answer is back (see opState).
+	defer context.AfterFunc(ctx, func() { r.halt(stopCause(ctx)) })()
 	defer r.endWatch()
 	finished := make(chan struct{})
 	graceDone := make(chan struct{})
@@ -235,7 +236,7 @@ func (r *run) cancelAfterGrace(ctx context.Context, finished <-chan struct{}) {
 	// (the halt on r.ctx may not have run yet): whoever reads it may
 	// answer the requests on the wire, and the permits they free must not
 	// send another.
-	r.live.halt(stopCause(ctx))
+	r.halt(stopCause(ctx))
 	switch n := c.wire.inFlight.Load(); {
 	case n == 0:
 		c.out.logf("interrupted: nothing in flight; stopping\n")

@@ -16,34 +16,40 @@ import (
 // on its document may go: it was acknowledged, or kept by
 // Config.BeforeUnsafe for another feed.
 func (c *Client) sendFeedOp(r *run, op *operation) bool {
-	_, how, _ := c.sendOp(r.sendCtx, r, op)
+	_, how, _ := c.sendOp(r.ctx, r.sendCtx, r, op)
 	return how == endAcked || how == endKept
 }
 
-// sendOp sends op, of run r or of a Send (r nil), to an endpoint through
-// the retrying clients, moving it to another when its endpoint fails it
-// (see detour and redial), and finishes it: it returns its Result, how it
-// ended, and the error finish handed out.
-func (c *Client) sendOp(ctx context.Context, r *run, op *operation) (Result, ending, error) {
-	ctx, st, cancel := withOpState(ctx)
-	st.run, st.op, st.fence = r, op, c.cfg.Fence
-	// An interrupt ends the operation unless a request of it is on the
-	// wire; then as that request leaves it.
-	live := &c.live
-	if r != nil {
-		live = &r.live
+// sendOp sends op, of run r or of a Send (r nil), under ctx, its requests
+// under wire (see opState), to an endpoint through the retrying clients,
+// moving it to another when its endpoint fails it (see detour and
+// redial), and finishes it: it returns its Result, how it ended, and the
+// error finish handed out.
+func (c *Client) sendOp(ctx, wire context.Context, r *run, op *operation) (Result, ending, error) {
+	st := newOpState(ctx, wire, r, op, c.cfg.Fence)
+	ctx = st
+	if r == nil { // an outage that outlasts MaxOutage halts the Sends
+		c.live.add(st)
 	}
-	live.add(st)
 	stopLife := st.lifetime()
-	// One defer for the three: with a fourth, Go no longer open-codes the
+	timed := c.cfg.Timeout > 0
+	if timed {
+		c.opTimeouts.track(&st.timeout, st)
+	}
+	// One defer for all: with more, Go no longer open-codes the
 	// function's defers (at most 15 returns × defers), which cost the
 	// feed 8 % (BenchmarkFeed, HTTP/1.1).
 	defer func() {
+		if timed {
+			c.opTimeouts.untrack(&st.timeout)
+		}
 		if stopLife != nil {
 			stopLife()
 		}
-		live.remove(st)
-		cancel(nil)
+		if r == nil {
+			c.live.remove(st)
+		}
+		st.cancel(nil)
 	}()
 	if !op.safe && c.cfg.BeforeUnsafe != nil {
 		if err := c.cfg.BeforeUnsafe(ctx, op.public()); err != nil {
@@ -58,15 +64,11 @@ func (c *Client) sendOp(ctx context.Context, r *run, op *operation) (Result, end
 			return c.end(r, op, st, verdict{how: endFailed, cause: err})
 		}
 	}
-	if c.cfg.Timeout > 0 {
-		c.pause.track(&st.timer, cancel)
-		defer c.pause.untrack(&st.timer)
-	}
 	for {
 		e := c.route(st.failedOn)
 		e.sent.Add(1)
 		e.ops.Add(1)
-		stay, leave := e.within(ctx, st)
+		stay, leave := e.within(ctx)
 		v := c.sendTo(stay, e, op, st)
 		leave()
 		e.ops.Add(-1)
@@ -90,7 +92,7 @@ func (st *opState) lifetime() func() bool {
 	if life == nil {
 		return nil
 	}
-	return context.AfterFunc(life, func() { st.halt(&fenceError{context.Cause(life)}) })
+	return context.AfterFunc(life, func() { st.cancel(&fenceError{context.Cause(life)}) })
 }
 
 // verdict is what one stay of an operation on an endpoint came to.

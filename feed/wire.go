@@ -85,11 +85,21 @@ func (s *wireStats) latency() (lo, avg, hi time.Duration, codes map[int]int64) {
 // opKey is the context key of an operation's *opState.
 type opKey struct{}
 
-// opState is what the wire knows of one operation, carried by its
-// context: the requests sent for it, and whether one is on the wire, so
-// that neither an interrupt nor a move to another endpoint abandons a
-// request written while it may still be applied (see halt and move).
+// opState is one operation being sent, and its context: that ends when
+// the operation is halted (its feed stops or is interrupted, its Fence's
+// Lifetime ends, an outage outlasts MaxOutage), or its Config.Timeout
+// runs out, so that it waits no longer and sends no new request. Its
+// requests go on the wire under contexts of their own, children of wire
+// (its Feed's sendCtx, or a Send's context): a halt, or a move to another
+// endpoint, never abandons a request written while it may still be
+// applied; the operation ends once that request's answer is back, as the
+// retrying clients see the operation's context ended.
 type opState struct {
+	context.Context // the operation's; its Value finds the opState
+	cancel          context.CancelCauseFunc
+	wire            context.Context         // the parent of its requests' contexts
+	onWire          atomic.Pointer[request] // its request on the wire, if any, for its timeout to end
+
 	attempts atomic.Int32
 	// maybeApplied is set when a request may have been applied though the
 	// operation was not acknowledged: it got no response and was not
@@ -102,17 +112,25 @@ type opState struct {
 	// attempts and that it left for another (see detour); only the
 	// goroutine that sends it uses it.
 	failedOn []*endpoint
-	redials  int     // rounds of attempts begun again after a refused connection or an outage (see redial, outlast)
-	afterAck bool    // it went round again once its endpoint acknowledged another after its failure (see outlast)
-	timer    opTimer // its place in the queue of Config.Timeout (see pause.track)
+	redials  int      // rounds of attempts begun again after a refused connection or an outage (see redial, outlast)
+	afterAck bool     // it went round again once its endpoint acknowledged another after its failure (see outlast)
+	timeout  deadline // its place in Client.opTimeouts
+}
 
-	mu      sync.Mutex
-	onWire  int                     // requests on the wire now
-	stopOp  context.CancelCauseFunc // ends the operation's context
-	stopped error                   // a halt asked for while a request was on the wire
-	pending bool                    // a move asked for while a request was on the wire
-	stay    int                     // the current stay's number
-	moveOut context.CancelCauseFunc // ends the current stay on an endpoint with errMoved; nil between stays
+// newOpState returns the state of op, of run r (nil for a Send), under ctx,
+// whose requests go out under wire.
+func newOpState(ctx, wire context.Context, r *run, op *operation, fence Fence) *opState {
+	st := &opState{wire: wire, run: r, op: op, fence: fence}
+	st.Context, st.cancel = context.WithCancelCause(ctx)
+	return st
+}
+
+// Value returns s for opKey, and ctx's values otherwise.
+func (s *opState) Value(key any) any {
+	if key == (opKey{}) {
+		return s
+	}
+	return s.Context.Value(key)
 }
 
 // unknown reports whether op, whose state is st, is not safe to repeat and
@@ -121,47 +139,29 @@ type opState struct {
 // is unknown.
 func (st *opState) unknown(op *operation) bool { return !op.safe && st.maybeApplied.Load() }
 
-// withOpState returns a context for one operation, carrying a new
-// *opState whose halt ends it, and the function that ends it.
-func withOpState(ctx context.Context) (context.Context, *opState, context.CancelCauseFunc) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	s := &opState{stopOp: cancel}
-	return context.WithValue(ctx, opKey{}, s), s, cancel
+// expire ends the operation, its request on the wire included: its
+// Config.Timeout ran out.
+func (s *opState) expire(cause error) {
+	s.cancel(cause)
+	if rq := s.onWire.Load(); rq != nil {
+		rq.cancel(cause)
+	}
 }
 
-// liveOps are the operations being sent, so that a stop halts each.
+// liveOps are the Sends being sent, so that an outage that outlasts
+// MaxOutage halts each.
 type liveOps struct {
-	mu      sync.Mutex
-	ops     map[*opState]struct{}
-	stopped error // the cause of the stop; operations added after it halt at once
+	mu  sync.Mutex
+	ops map[*opState]struct{}
 }
 
 func (l *liveOps) add(s *opState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.stopped != nil {
-		s.halt(l.stopped)
-		return
-	}
 	if l.ops == nil {
 		l.ops = map[*opState]struct{}{}
 	}
 	l.ops[s] = struct{}{}
-}
-
-// haltEach halts every operation being sent with cause, and none added
-// later.
-func (l *liveOps) haltEach(cause error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.haltLocked(cause)
-}
-
-// haltLocked halts every operation being sent. l.mu is held.
-func (l *liveOps) haltLocked(cause error) {
-	for s := range l.ops {
-		s.halt(cause)
-	}
 }
 
 func (l *liveOps) remove(s *opState) {
@@ -170,110 +170,103 @@ func (l *liveOps) remove(s *opState) {
 	l.mu.Unlock()
 }
 
-// halt halts every operation being sent, and those added later, with
-// cause.
-func (l *liveOps) halt(cause error) {
+// haltEach halts every operation being sent with cause.
+func (l *liveOps) haltEach(cause error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.stopped = cause
-	l.haltLocked(cause)
-}
-
-// halt ends the operation with cause, at once if none of its requests is
-// on the wire, or else as the last one leaves it: no new request goes out,
-// and none on the wire is abandoned.
-func (s *opState) halt(cause error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.onWire > 0 {
-		s.stopped = cause
-		return
-	}
-	s.stopOp(cause)
-}
-
-// move ends the operation's stay number stay on its endpoint with
-// errMoved, at once if none of its requests is on the wire, or else as the
-// last one leaves it: a request written is never abandoned to be sent
-// elsewhere while it may still be applied. A stay already over is left
-// alone.
-func (s *opState) move(stay int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if stay != s.stay {
-		return
-	}
-	if s.onWire > 0 {
-		s.pending = true
-		return
-	}
-	if s.moveOut != nil {
-		s.moveOut(errMoved)
+	for s := range l.ops {
+		s.cancel(cause)
 	}
 }
 
-// setStay starts a stay that cancel ends, or ends the stay with nil, and
-// returns its number.
-func (s *opState) setStay(cancel context.CancelCauseFunc) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stay++
-	s.moveOut, s.pending = cancel, false
-	return s.stay
+// request is a request of an operation on the wire, and its response's
+// body: its context ends when the body is read to its end or closed, when
+// Config.AttemptTimeout runs out before the response header, when the
+// operation's Config.Timeout runs out, or when the wire's context ends.
+type request struct {
+	io.ReadCloser // the response body
+	ctx           context.Context
+	cancel        context.CancelCauseFunc
+	op            *opState
+	n             *atomic.Int64 // the response bytes read
+	deadline      deadline      // its place in the wireCounter's attempts
+	left          atomic.Bool
 }
 
-// enter marks a request of the operation as going on the wire under ctx,
-// and reports false, sending nothing, if ctx has ended (by a move).
-func (s *opState) enter(ctx context.Context) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ctx.Err() != nil {
-		return false
+// expire ends the request: its Config.AttemptTimeout ran out.
+func (rq *request) expire(cause error) { rq.cancel(cause) }
+
+func (rq *request) Read(p []byte) (int, error) {
+	n, err := rq.ReadCloser.Read(p)
+	rq.n.Add(int64(n))
+	if err != nil {
+		rq.leave()
 	}
-	s.onWire++
-	return true
+	return n, err
 }
 
-// leave marks a request as off the wire: it failed, or its response was
-// read or closed. A move asked for meanwhile happens now.
-func (s *opState) leave() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.onWire--
-	if s.onWire == 0 && s.stopped != nil {
-		s.stopOp(s.stopped)
-		s.stopped = nil
-	}
-	if s.onWire == 0 && s.pending {
-		s.pending = false
-		if s.moveOut != nil {
-			s.moveOut(errMoved)
-		}
+func (rq *request) Close() error {
+	err := rq.ReadCloser.Close()
+	rq.leave()
+	return err
+}
+
+// leave ends the request, once: it is off the wire.
+func (rq *request) leave() {
+	if rq.left.CompareAndSwap(false, true) {
+		rq.op.onWire.CompareAndSwap(rq, nil)
+		rq.cancel(nil)
 	}
 }
+
+// errAttemptTimeout is the cause of a request's end when
+// Config.AttemptTimeout ran out before its response header.
+var errAttemptTimeout = errors.New("attempt timed out (-attempt-timeout)")
+
+// attemptTimeout is the error of a request that ran out of
+// Config.AttemptTimeout: it matches retries.ErrAttemptTimeout (the
+// breaker counts it) and reports a timeout, as the retrying clients'
+// own did.
+type attemptTimeout struct{ d time.Duration }
+
+func (e *attemptTimeout) Error() string        { return "attempt timed out after " + e.d.String() }
+func (e *attemptTimeout) Is(target error) bool { return target == retries.ErrAttemptTimeout }
+func (e *attemptTimeout) Timeout() bool        { return true }
 
 // wireCounter counts the requests that go on the wire and what comes back.
-// It is the base RoundTripper of the retrying Transports.
+// It is the base RoundTripper of the retrying Transports, and sends each
+// request of an operation under a context of its own (see opState), within
+// Config.AttemptTimeout.
 type wireCounter struct {
-	base http.RoundTripper
-	s    *wireStats
+	base     http.RoundTripper
+	s        *wireStats
+	attempts *timeouts // Config.AttemptTimeout's; nil without one
 }
 
 func (t wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	st, _ := req.Context().Value(opKey{}).(*opState)
-	if st != nil && st.fence != nil {
+	if st == nil {
+		return nil, errors.New("feed: a request without an operation")
+	}
+	if st.fence != nil {
 		if err := st.fence.Admit(req.Context(), st.op.public()); err != nil {
 			return nil, &fenceError{err}
 		}
 	}
-	if st != nil && !st.enter(req.Context()) {
+	rq := &request{op: st, n: &t.s.responseBytes}
+	rq.ctx, rq.cancel = context.WithCancelCause(st.wire)
+	// Stored before the look at the operation's context, which its
+	// timeout ends before it looks here: one of the two sees the other.
+	st.onWire.Store(rq)
+	if req.Context().Err() != nil { // halted, or moved: nothing goes out
+		rq.leave()
 		return nil, context.Cause(req.Context())
 	}
 	t.s.requests.Add(1)
-	if st != nil && st.run != nil {
+	if st.run != nil {
 		st.run.requestOut()
 	}
-	if st != nil && st.attempts.Add(1) > 1 {
+	if st.attempts.Add(1) > 1 {
 		t.s.retries.Add(1)
 	}
 	if req.ContentLength > 0 {
@@ -281,28 +274,35 @@ func (t wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	t.s.inFlight.Add(1)
 	defer t.s.inFlight.Add(-1)
+	if t.attempts != nil {
+		t.attempts.track(&rq.deadline, rq)
+	}
 	start := time.Now()
-	resp, err := t.base.RoundTrip(req)
+	resp, err := t.base.RoundTrip(req.WithContext(rq.ctx))
+	if t.attempts != nil {
+		t.attempts.untrack(&rq.deadline)
+	}
 	if err != nil {
+		timedOut := context.Cause(rq.ctx) == errAttemptTimeout
+		rq.leave()
 		t.s.exceptions.Add(1)
 		d := err.Error()
 		t.s.lastFailure.Store(&d)
-		if st != nil && !isDialError(err) {
+		if !isDialError(err) {
 			st.maybeApplied.Store(true)
 		}
-		if st != nil {
-			st.leave()
+		if timedOut {
+			return nil, &attemptTimeout{d: t.attempts.timeout}
 		}
 		return nil, err
 	}
 	t.s.response(resp.StatusCode, time.Since(start))
 	switch resp.StatusCode {
 	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusGatewayTimeout:
-		if st != nil {
-			st.maybeApplied.Store(true)
-		}
+		st.maybeApplied.Store(true)
 	}
-	resp.Body = &countingBody{ReadCloser: resp.Body, n: &t.s.responseBytes, op: st}
+	rq.ReadCloser = resp.Body
+	resp.Body = rq
 	if resp.StatusCode/100 == 5 {
 		t.s.noteFailure(resp)
 	}
@@ -335,38 +335,6 @@ const maxFailureBody = 4 << 10
 type errReader struct{ err error }
 
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
-
-// countingBody adds the bytes read from a response body to n, and tells
-// op (if not nil) that the request has left the wire once the body is read
-// to its end or closed.
-type countingBody struct {
-	io.ReadCloser
-	n    *atomic.Int64
-	op   *opState
-	left atomic.Bool
-}
-
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	if err != nil {
-		b.leave()
-	}
-	return n, err
-}
-
-func (b *countingBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.leave()
-	return err
-}
-
-// leave tells op, once, that the request is off the wire.
-func (b *countingBody) leave() {
-	if b.op != nil && b.left.CompareAndSwap(false, true) {
-		b.op.leave()
-	}
-}
 
 // Which outcomes the outer (DocV1) layer retries, by operation. The inner
 // (Throttle) layer retries a 429 for every operation: the server refused
