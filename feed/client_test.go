@@ -2,13 +2,16 @@ package feed
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -500,5 +503,68 @@ func TestReportOfSends(t *testing.T) {
 	r := c.Report()
 	if r.Counts().Acknowledged != 3 || c.Counts().Requests != 3 || r.Limiter == nil || r.Breaker == nil || r.Budget == nil {
 		t.Errorf("Report counts %+v, limiter %v, breaker %v, budget %v; want 3 acknowledged and the shared objects", r.Counts(), r.Limiter, r.Breaker, r.Budget)
+	}
+}
+
+// TestRequestHeaders: every request carries Config.Header and, for a URL
+// with a user, its basic authorization (as an http.Client adds it), unless
+// Config.Header has its own; a body says its type, and gzip when it is
+// gzipped. The header maps are shared by the requests: each request
+// still carries its own.
+func TestRequestHeaders(t *testing.T) {
+	t.Parallel()
+	type seen struct {
+		method, auth, ctype, encoding, custom string
+	}
+	var (
+		mu  sync.Mutex
+		got []seen
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		got = append(got, seen{r.Method, r.Header.Get("Authorization"), r.Header.Get("Content-Type"),
+			r.Header.Get("Content-Encoding"), r.Header.Get("X-Custom")})
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+	withUser := strings.Replace(srv.URL, "http://", "http://alice:s3cret@", 1)
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("alice:s3cret"))
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+		comp   Compression
+		want   []seen
+	}{
+		{"user, plain", http.Header{"X-Custom": {"a"}}, CompressNone, []seen{
+			{"POST", basic, "application/json", "", "a"}, {"DELETE", basic, "", "", "a"}}},
+		{"user, gzip", nil, CompressGzip, []seen{
+			{"POST", basic, "application/json", "gzip", ""}, {"DELETE", basic, "", "", ""}}},
+		{"own authorization", http.Header{"Authorization": {"Bearer t"}}, CompressNone, []seen{
+			{"POST", "Bearer t", "application/json", "", ""}, {"DELETE", "Bearer t", "", "", ""}}},
+	} {
+		mu.Lock()
+		got = nil
+		mu.Unlock()
+		cfg := testFeedConfig(withUser, io.Discard)
+		cfg.Header, cfg.Compression = tc.header, tc.comp
+		c, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if _, err := c.Put(ctx, "id:ns:d::1", json.RawMessage(`{"f": 1}`)); err != nil {
+			t.Fatalf("%s: Put: %v", tc.name, err)
+		}
+		if _, err := c.Remove(ctx, "id:ns:d::1"); err != nil {
+			t.Fatalf("%s: Remove: %v", tc.name, err)
+		}
+		mu.Lock()
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: requests %+v, want %+v", tc.name, got, tc.want)
+		}
+		mu.Unlock()
 	}
 }

@@ -16,9 +16,10 @@ import (
 // endpoint is one document/v1 endpoint of a feed, with its own limiter
 // and breaker: its capacity and its outages are its own.
 type endpoint struct {
-	url, base          string       // as given, and without a trailing slash
-	multi              bool         // the feed has other endpoints
-	safeOps, unsafeOps *http.Client // clients for operations safe to repeat or not (retrySafe, retryUnsafe)
+	url, base          string            // as given, and without a trailing slash
+	multi              bool              // the feed has other endpoints
+	header             [3]http.Header    // of its requests, by their body (see requestHeaders)
+	safeOps, unsafeOps http.RoundTripper // the retrying clients for operations safe to repeat or not (retrySafe, retryUnsafe)
 	limiter            *retries.Limiter
 	breaker            *retries.Breaker
 	ops                atomic.Int64 // operations on it now

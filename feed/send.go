@@ -3,6 +3,7 @@ package feed
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -151,7 +152,7 @@ func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 		client = e.unsafeOps
 	}
 	seen := e.word.Load() // the word awaited as the request goes out, if any (see acked)
-	resp, err := client.Do(req)
+	resp, err := client.RoundTrip(req)
 	if err != nil {
 		return c.classifyError(ctx, e, op, st, err)
 	}
@@ -205,12 +206,6 @@ func (c *Client) classifyError(ctx context.Context, e *endpoint, op *operation, 
 	if fe := (*fenceError)(nil); errors.As(err, &fe) || errors.As(context.Cause(ctx), &fe) {
 		return verdict{how: endFailed, cause: fe}
 	}
-	// The report names the operation; the client's *url.Error would name
-	// its URL again.
-	var ue *url.Error
-	if errors.As(err, &ue) && ue.Err != nil {
-		err = ue.Err
-	}
 	// An outage that outlasted MaxOutage, or a TLS error elsewhere, is the
 	// whole story; a timeout is named by the error itself (the context's
 	// cause).
@@ -236,45 +231,62 @@ func (c *Client) classifyError(ctx context.Context, e *endpoint, op *operation, 
 // feed's parameters, headers and body, gzipped as Config.Compression says.
 func (c *Client) newRequest(ctx context.Context, e *endpoint, op *operation) (*http.Request, error) {
 	var body io.Reader
-	gzipped := false
+	header := e.header[noBody]
 	if op.body != nil {
-		var b []byte
-		b, gzipped = wireBody(op.body, c.cfg.Compression)
+		b, gzipped := wireBody(op.body, c.cfg.Compression)
 		body = bytes.NewReader(b)
+		header = e.header[jsonBody]
+		if gzipped {
+			header = e.header[gzipBody]
+		}
 	}
 	target := e.base + op.path
-	if c.params != "" {
-		sep := "?"
-		if strings.Contains(op.path, "?") {
-			sep = "&"
-		}
-		target += sep + c.params
+	switch {
+	case c.params == "":
+	case strings.Contains(op.path, "?"):
+		target = e.base + op.path + "&" + c.params
+	default:
+		target = e.base + op.path + "?" + c.params
 	}
 	req, err := http.NewRequestWithContext(ctx, op.kind.method(), target, body)
 	if err != nil {
 		return nil, err
 	}
-	for name, vs := range c.cfg.Header {
-		req.Header[name] = vs
-	}
+	req.Header = header
 	if h := c.cfg.Header.Get("Host"); h != "" {
 		req.Host = h
-	}
-	// Shared, never modified: no allocation per request.
-	if op.body != nil {
-		req.Header["Content-Type"] = jsonContentType
-	}
-	if gzipped {
-		req.Header["Content-Encoding"] = gzipEncoding
 	}
 	return req, nil
 }
 
-// The header values of every request with a body, shared.
-var (
-	jsonContentType = []string{"application/json"}
-	gzipEncoding    = []string{"gzip"}
+// The headers of an endpoint's requests, by their body.
+const (
+	noBody = iota
+	jsonBody
+	gzipBody
 )
+
+// requestHeaders returns the headers of the requests to the endpoint at
+// u, by their body (noBody, jsonBody, gzipBody): Config.Header, and the
+// basic authorization of u's user, if any, as an http.Client would add.
+// Every request shares them: neither the transports nor the retrying
+// clients modify a request's header (a retry sends a clone).
+func requestHeaders(h http.Header, u *url.URL) [3]http.Header {
+	base := h.Clone()
+	if base == nil {
+		base = http.Header{}
+	}
+	if u.User != nil && base.Get("Authorization") == "" {
+		pw, _ := u.User.Password()
+		auth := u.User.Username() + ":" + pw
+		base.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(auth)))
+	}
+	json := base.Clone()
+	json["Content-Type"] = []string{"application/json"}
+	gz := json.Clone()
+	gz["Content-Encoding"] = []string{"gzip"}
+	return [3]http.Header{noBody: base, jsonBody: json, gzipBody: gz}
+}
 
 // tlsStop is the cause of every operation's end after a TLS error.
 type tlsStop struct{ err error }
