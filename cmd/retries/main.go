@@ -36,6 +36,7 @@ const (
 )
 
 func main() {
+	tuneGC(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	// The first interrupt ends the feed gracefully; a second one, while it
 	// waits for requests in flight or writes the -failed file, ends the
