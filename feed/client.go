@@ -98,18 +98,28 @@ var (
 // Clients at once (one input copied to two clusters), each keeping its own
 // state of them.
 func (c *Client) Feed(ctx context.Context, ops iter.Seq2[Operation, error], done func(Operation, Result, error)) error {
-	if !c.feeding.TryLock() {
+	c.mu.Lock()
+	switch {
+	case c.feeding:
+		c.mu.Unlock()
 		return errors.New("feed: Feed called while another Feed of the client runs")
-	}
-	defer c.feeding.Unlock()
-	if !c.enter() {
+	case c.closed:
+		c.mu.Unlock()
 		return ErrClosed
 	}
-	defer c.sends.Done()
+	c.feeding = true
+	c.sends.Add(1)
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.feeding = false
+		c.mu.Unlock()
+		c.sends.Done()
+	}()
 	res := c.newRun(ctx, done).feed(ctx, ops)
-	c.lastMu.Lock()
+	c.mu.Lock()
 	c.last = &res
-	c.lastMu.Unlock()
+	c.mu.Unlock()
 	if res.Complete() {
 		return nil
 	}
@@ -139,9 +149,9 @@ func (c *Client) Counts() Progress { return c.snapshot() }
 // state of its limiter, budget and breaker, and what it wrote. Before a
 // Feed has ended, it reports the client's Sends so far.
 func (c *Client) Report() Report {
-	c.lastMu.Lock()
+	c.mu.Lock()
 	last := c.last
-	c.lastMu.Unlock()
+	c.mu.Unlock()
 	if last != nil {
 		return *last
 	}
@@ -222,9 +232,9 @@ func (c *Client) Remove(ctx context.Context, id string) (Result, error) {
 // Close stops new Sends and Feeds, which then fail with ErrClosed, waits
 // for those running, and closes the idle connections. It returns nil.
 func (c *Client) Close() error {
-	c.closeMu.Lock()
+	c.mu.Lock()
 	c.closed = true
-	c.closeMu.Unlock()
+	c.mu.Unlock()
 	c.sends.Wait()
 	c.transport.CloseIdleConnections()
 	return nil
@@ -232,8 +242,8 @@ func (c *Client) Close() error {
 
 // enter counts a Send or Feed in, and reports false if c is closed.
 func (c *Client) enter() bool {
-	c.closeMu.Lock()
-	defer c.closeMu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.closed {
 		return false
 	}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,9 +31,19 @@ type endpoint struct {
 	word    atomic.Pointer[word]
 	waiting atomic.Int64 // operations waiting for its word
 
-	mu      sync.Mutex
-	move    context.Context // canceled to move the operations waiting on this endpoint to others
-	moveNow context.CancelCauseFunc
+	move atomic.Pointer[moveCtx] // canceled to move the operations waiting on this endpoint to others
+}
+
+// moveCtx is an endpoint's context that moveAway cancels.
+type moveCtx struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+func newMoveCtx() *moveCtx {
+	m := &moveCtx{}
+	m.ctx, m.cancel = context.WithCancelCause(context.Background())
+	return m
 }
 
 // errMoved is the cause of an operation's detour: its endpoint failed and
@@ -114,10 +123,7 @@ func (e *endpoint) redactedURL() string {
 // with a request on the wire moves only once that request is answered or
 // fails, and then only if the retry rules would send it again.
 func (e *endpoint) moveAway() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.moveNow(errMoved)
-	e.move, e.moveNow = context.WithCancelCause(context.Background())
+	e.move.Swap(newMoveCtx()).cancel(errMoved)
 }
 
 // within returns ctx for one operation's stay on e, which ends with
@@ -129,9 +135,7 @@ func (e *endpoint) within(ctx context.Context) (context.Context, func()) {
 	if !e.multi {
 		return ctx, func() {}
 	}
-	e.mu.Lock()
-	move := e.move
-	e.mu.Unlock()
+	move := e.move.Load().ctx
 	c, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(move, func() { cancel(errMoved) })
 	return c, func() {

@@ -16,7 +16,6 @@ package feed
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -55,14 +54,13 @@ type Client struct {
 	total            counts       // since New, Sends included
 	refusals         atomic.Int64 // retries the budget refused
 
-	feeding   sync.Mutex    // held by the running Feed
-	sendSlots chan struct{} // with a fixed concurrency, bounds the Sends in flight
-	closeMu   sync.Mutex
-	closed    bool
+	sendSlots chan struct{}  // with a fixed concurrency, bounds the Sends in flight
 	sends     sync.WaitGroup // the Sends and Feeds running
 
-	lastMu sync.Mutex
-	last   *Report // of the last Feed, or nil
+	mu      sync.Mutex
+	feeding bool    // a Feed runs
+	closed  bool    // Close was called
+	last    *Report // of the last Feed, or nil
 
 	testWindowWait func(ops int) // for tests: see window.onWait
 }
@@ -131,7 +129,7 @@ func (c *Client) newEndpoint(raw string) *endpoint {
 	e := &endpoint{url: raw, base: strings.TrimRight(raw, "/"), multi: len(cfg.URLs) > 1}
 	u, _ := url.Parse(raw) // checked by New
 	e.header = requestHeaders(cfg.Header, u)
-	e.move, e.moveNow = context.WithCancelCause(context.Background())
+	e.move.Store(newMoveCtx())
 	e.breaker = retries.NewBreaker(retries.BreakerConfig{MaxProbeInterval: cfg.MaxProbeInterval,
 		Window: cfg.BreakerWindow, Failures: cfg.BreakerFailures, Streak: cfg.BreakerStreak,
 		OnStateChange: func(from, to retries.BreakerState) { c.onBreaker(e, from, to) }})

@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"sync"
@@ -33,10 +32,8 @@ type wireStats struct {
 	lastFailure atomic.Pointer[string] // the last 5xx or error, described
 	secrets     *redact.Redactor       // redacts the header values sent, in a quoted body
 
-	mu                 sync.Mutex
-	codes              map[int]int64
-	latencyMin, latMax time.Duration
-	latencySum         time.Duration
+	codes                          [1000]atomic.Int64 // responses by status (net/http takes three digits only)
+	latencyMin, latMax, latencySum atomic.Int64       // to the response header, in nanoseconds
 }
 
 func (s *wireStats) response(code int, latency time.Duration) {
@@ -50,17 +47,21 @@ func (s *wireStats) response(code int, latency time.Duration) {
 	case http.StatusServiceUnavailable:
 		s.unavailable.Add(1)
 	}
-	s.mu.Lock()
-	if s.codes == nil {
-		s.codes = map[int]int64{}
+	if code >= 0 && code < len(s.codes) {
+		s.codes[code].Add(1)
 	}
-	s.codes[code]++
-	if s.latencyMin == 0 || latency < s.latencyMin {
-		s.latencyMin = latency
+	d := int64(latency)
+	for lo := s.latencyMin.Load(); lo == 0 || d < lo; lo = s.latencyMin.Load() {
+		if s.latencyMin.CompareAndSwap(lo, d) {
+			break
+		}
 	}
-	s.latMax = max(s.latMax, latency)
-	s.latencySum += latency
-	s.mu.Unlock()
+	for hi := s.latMax.Load(); d > hi; hi = s.latMax.Load() {
+		if s.latMax.CompareAndSwap(hi, d) {
+			break
+		}
+	}
+	s.latencySum.Add(d)
 }
 
 // failure describes the last 5xx response or error on the wire.
@@ -74,12 +75,16 @@ func (s *wireStats) failure() string {
 // latency returns the minimum, average and maximum time to a response
 // header, and the counts by status code.
 func (s *wireStats) latency() (lo, avg, hi time.Duration, codes map[int]int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if n := s.responses.Load(); n > 0 {
-		avg = s.latencySum / time.Duration(n)
+		avg = time.Duration(s.latencySum.Load() / n)
 	}
-	return s.latencyMin, avg, s.latMax, maps.Clone(s.codes)
+	codes = map[int]int64{}
+	for c := range s.codes {
+		if n := s.codes[c].Load(); n > 0 {
+			codes[c] = n
+		}
+	}
+	return time.Duration(s.latencyMin.Load()), avg, time.Duration(s.latMax.Load()), codes
 }
 
 // opKey is the context key of an operation's *opState.
