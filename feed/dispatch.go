@@ -115,7 +115,7 @@ func (r *run) admit(op *operation) bool {
 	switch {
 	case r.ctx.Err() != nil:
 		r.addUnsent(op)
-	case r.failed(op.id):
+	case r.c.queues.failed(op.id):
 		r.c.finish(r, outcome{op: op, elem: op.public(), how: endHeldBack})
 	default:
 		return true
@@ -135,7 +135,7 @@ func (r *run) release(op *operation) {
 func (r *run) sendChain(op *operation) {
 	for op != nil {
 		if !r.c.sendFeedOp(r, op) { // the later operations must not overtake it
-			r.markFailed(op.id)
+			r.c.queues.markFailed(op.id)
 		}
 		r.release(op)
 		op = r.c.nextTurn(op.id)
@@ -161,18 +161,6 @@ func (r *run) sender(op *operation) {
 			return
 		}
 	}
-}
-
-func (r *run) failed(id string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.failedIDs[id]
-}
-
-func (r *run) markFailed(id string) {
-	r.mu.Lock()
-	r.failedIDs[id] = true
-	r.mu.Unlock()
 }
 
 // nextTurn ends the turn on document id and returns the operation of a
@@ -205,7 +193,35 @@ func (c *Client) handOn(id string) {
 type docQueues struct {
 	mu    sync.Mutex
 	q     map[string][]*operation
-	joins atomic.Int64 // operations that joined, for tests
+	held  map[string]bool // the running Feed's documents with a failed operation: its later ones are held back
+	joins atomic.Int64    // operations that joined, for tests
+}
+
+// holdBack starts a Feed, whose operations on the documents ids are held
+// back.
+func (d *docQueues) holdBack(ids []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.held = make(map[string]bool, len(ids))
+	for _, id := range ids {
+		d.held[id] = true
+	}
+}
+
+// failed reports whether an operation of the running Feed on document id
+// failed, or id was to be held back from the start.
+func (d *docQueues) failed(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.held[id]
+}
+
+// markFailed holds back the running Feed's later operations on document
+// id.
+func (d *docQueues) markFailed(id string) {
+	d.mu.Lock()
+	d.held[id] = true
+	d.mu.Unlock()
 }
 
 // join adds op at the end of its document's queue, and reports whether

@@ -468,7 +468,9 @@ func TestSettleWritesUnsentInInputOrder(t *testing.T) {
 		}
 	}
 	r := c.newRun(t.Context(), nil)
-	r.unsent = []*operation{ops[1], ops[2], ops[0]} // as their goroutines ended
+	for _, op := range []*operation{ops[1], ops[2], ops[0]} { // as their goroutines ended
+		r.addUnsent(op)
+	}
 	var res Report
 	r.settle(&res)
 	var got []string

@@ -50,19 +50,31 @@ func (r *run) noteRefusal(op *operation, status int, msg string, body []byte) {
 		return
 	}
 	what := refusalOf(status, op.kind, body)
-	r.mu.Lock()
-	if what != "" && what == r.refusal {
-		r.refused++
-	} else {
-		r.refusal, r.refused = what, 1
+	var n int
+	for {
+		last := r.refused.Load()
+		next := &refusals{what: what, n: 1}
+		if last != nil && what != "" && what == last.what {
+			next.n = last.n + 1
+		}
+		if r.refused.CompareAndSwap(last, next) {
+			n = next.n
+			break
+		}
 	}
-	n := r.refused
-	r.mu.Unlock()
 	if what == "" || n < refusedFirst || c.acked.Load() {
 		return
 	}
 	r.stopSetup(fmt.Sprintf("the first %d operations were all refused with %d %s (%s), and every other would be: check -url, -header, -cert and -key",
 		n, status, http.StatusText(status), msg))
+}
+
+// refusals is the refusal of the client that answered a run's last
+// operations, from its start ("" for another answer), and how many in a
+// row.
+type refusals struct {
+	what string
+	n    int
 }
 
 // stopSetup ends the feed, its setup being wrong: no new request goes out,
@@ -84,24 +96,19 @@ func (r *run) requestOut() {
 	if c.cfg.FirstResponse <= 0 || r.firstOut.Load() || !r.firstOut.CompareAndSwap(false, true) {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.watchEnd {
-		return
-	}
-	r.watch = time.AfterFunc(c.cfg.FirstResponse, func() {
-		if c.wire.responses.Load() == r.responsesAt {
+	// A watch started after endWatch (a request of the feed's end) does
+	// nothing.
+	r.watch.Store(time.AfterFunc(c.cfg.FirstResponse, func() {
+		if !r.watchEnd.Load() && c.wire.responses.Load() == r.responsesAt {
 			r.stopSetup(fmt.Sprintf("no request got a response in %v (%s): check -url", c.cfg.FirstResponse, c.wire.failure()))
 		}
-	})
+	}))
 }
 
 // endWatch ends the watch of requestOut.
 func (r *run) endWatch() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.watchEnd = true
-	if r.watch != nil {
-		r.watch.Stop()
+	r.watchEnd.Store(true)
+	if t := r.watch.Load(); t != nil {
+		t.Stop()
 	}
 }

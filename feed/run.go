@@ -32,26 +32,19 @@ type run struct {
 	refusalsAt       int64 // the Client's budget refusals when the run began
 	responsesAt      int64 // the responses on the wire when the run began
 
-	firstOut atomic.Bool // a request of the run went out (see requestOut)
-
-	mu        sync.Mutex
-	cause     error           // the first stop's cause
-	failedIDs map[string]bool // documents with a failed operation: later ones are held back
-	unsent    []*operation    // dispatched but not sent: told at the end, in input order
-	refusal   string          // the refusal of the client that answered the last operations, from the start; "" for another answer
-	refused   int             // how many in a row
-	broken    *InputError
-	watch     *time.Timer // see requestOut
-	watchEnd  bool
+	firstOut atomic.Bool                // a request of the run went out (see requestOut)
+	watch    atomic.Pointer[time.Timer] // see requestOut
+	watchEnd atomic.Bool
+	cause    atomic.Pointer[stopRecord] // the first stop's
+	unsent   atomic.Pointer[operation]  // dispatched but not sent, the last added first (see addUnsent)
+	refused  atomic.Pointer[refusals]   // see noteRefusal
+	broken   *InputError                // the broken input that ended the reading; only the dispatching goroutine uses it
 }
 
 // newRun returns the run of a Feed under ctx.
 func (c *Client) newRun(ctx context.Context, done func(Operation, Result, error)) *run {
-	r := &run{c: c, done: done, failedIDs: make(map[string]bool, len(c.cfg.HoldBack)),
-		refusalsAt: c.refusals.Load(), responsesAt: c.wire.responses.Load()}
-	for _, id := range c.cfg.HoldBack {
-		r.failedIDs[id] = true
-	}
+	r := &run{c: c, done: done, refusalsAt: c.refusals.Load(), responsesAt: c.wire.responses.Load()}
+	c.queues.holdBack(c.cfg.HoldBack)
 	r.work, r.finished = make(chan *operation), make(chan struct{})
 	// Ended by feed when ctx ends, with stopCause(ctx): the cause of
 	// each operation's context, a child of it.
@@ -66,12 +59,7 @@ func (c *Client) newRun(ctx context.Context, done func(Operation, Result, error)
 // the wire are canceled too, else (a wrong setup) they are answered. The
 // first cause is the feed's; stop reports whether cause is it.
 func (r *run) stop(cause error, abandon bool) bool {
-	r.mu.Lock()
-	first := r.cause == nil
-	if first {
-		r.cause = cause
-	}
-	r.mu.Unlock()
+	first := r.cause.CompareAndSwap(nil, &stopRecord{cause})
 	r.halt(cause)
 	if abandon {
 		r.cancelSend(cause)
@@ -81,10 +69,14 @@ func (r *run) stop(cause error, abandon bool) bool {
 
 // stopped returns the first stop's cause, or nil.
 func (r *run) stopped() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.cause
+	if s := r.cause.Load(); s != nil {
+		return s.err
+	}
+	return nil
 }
+
+// stopRecord holds the cause of a run's first stop.
+type stopRecord struct{ err error }
 
 // feed reads ops, dispatches each operation, waits for all of them, and
 // reports.
@@ -197,9 +189,12 @@ func (c *Client) countRead(r *run) int64 {
 // addUnsent keeps op, which the feed's stop left unsent, to be told at the
 // end in input order.
 func (r *run) addUnsent(op *operation) {
-	r.mu.Lock()
-	r.unsent = append(r.unsent, op)
-	r.mu.Unlock()
+	for {
+		op.nextUnsent = r.unsent.Load()
+		if r.unsent.CompareAndSwap(op.nextUnsent, op) {
+			return
+		}
+	}
 }
 
 // writeUnread writes the input from the broken JSON that stopped the
@@ -264,11 +259,11 @@ func (r *run) cancelAfterGrace(ctx context.Context, finished <-chan struct{}) {
 // that the -failed file keeps each document's order (a stop ends their
 // goroutines in any order).
 func (r *run) settle(res *Report) {
-	r.mu.Lock()
-	unsent := r.unsent
-	res.stopped = r.cause
-	r.unsent = nil
-	r.mu.Unlock()
+	var unsent []*operation
+	for op := r.unsent.Swap(nil); op != nil; op = op.nextUnsent {
+		unsent = append(unsent, op)
+	}
+	res.stopped = r.stopped()
 	slices.SortStableFunc(unsent, func(a, b *operation) int { return cmp.Compare(a.seq, b.seq) })
 	for _, op := range unsent {
 		r.c.finish(r, outcome{op: op, elem: op.public(), how: endNotSent})
@@ -357,11 +352,15 @@ type pump struct {
 	stop  chan struct{}
 	left  chan readItem // the element held when stop closed
 
-	mu     sync.Mutex
-	held   int64 // elements the pump took in hand
-	taken  int64 // elements the feed received: held > taken while one is in hand
-	closed bool  // the feed takes no more: ops is told to stop
+	// state counts the elements the pump took in hand, with pumpClosed
+	// set once the feed takes no more (ops is told to stop): one word, so
+	// that end knows at once whether an element is in hand.
+	state atomic.Uint64
+	taken uint64 // the elements the feed received; only the feed's goroutine uses it
 }
+
+// pumpClosed is the bit of pump.state set by end.
+const pumpClosed = 1 << 63
 
 func newPump() *pump {
 	return &pump{items: make(chan readItem), stop: make(chan struct{}), left: make(chan readItem, 1)}
@@ -394,29 +393,28 @@ func (p *pump) run(ops iter.Seq2[Operation, error]) {
 // give waited, leaves it for end; it reports false when the feed had
 // stopped before it came: then it is not taken, and ops is told to stop.
 func (p *pump) give(it readItem) bool {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return false
+	for {
+		s := p.state.Load()
+		if s&pumpClosed != 0 {
+			return false
+		}
+		if p.state.CompareAndSwap(s, s+1) {
+			break
+		}
 	}
-	p.held++
-	p.mu.Unlock()
 	select {
 	case p.items <- it:
-		return true
 	case <-p.stop:
 		p.left <- it // taken: end hands it to the feed
-		return true
 	}
+	return true
 }
 
 // next returns the next element, or false when done ends first.
 func (p *pump) next(done <-chan struct{}) (readItem, bool) {
 	select {
 	case it := <-p.items:
-		p.mu.Lock()
 		p.taken++
-		p.mu.Unlock()
 		return it, true
 	case <-done:
 		return readItem{}, false
@@ -426,16 +424,12 @@ func (p *pump) next(done <-chan struct{}) (readItem, bool) {
 // end stops the pump, and returns the element it held, if any: taken from
 // ops but not handed over.
 func (p *pump) end() (readItem, bool) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	held := p.state.Or(pumpClosed)
+	if held&pumpClosed != 0 {
 		return readItem{}, false
 	}
-	p.closed = true
 	close(p.stop)
-	holding := p.held > p.taken
-	p.mu.Unlock()
-	if !holding {
+	if held == p.taken {
 		return readItem{}, false
 	}
 	return <-p.left, true
