@@ -188,7 +188,7 @@ func (c *Client) Send(ctx context.Context, o Operation) (Result, error) {
 		return Result{}, &Error{Err: err} // the outage has outlasted MaxOutage, and goes on
 	}
 	op.turn = make(chan struct{})
-	if !c.queues.join(op) {
+	if turn, _ := c.queues.join(op); !turn { // a Send is never held back
 		select {
 		case <-op.turn:
 		case <-ctx.Done():
@@ -197,7 +197,7 @@ func (c *Client) Send(ctx context.Context, o Operation) (Result, error) {
 			}
 		}
 	}
-	defer c.handOn(op.id)
+	defer c.handOn(op)
 	if ctx.Err() != nil { // its turn came as its context ended
 		return Result{}, &Error{Err: context.Cause(ctx)}
 	}
@@ -238,6 +238,29 @@ func (c *Client) Close() error {
 	c.sends.Wait()
 	c.transport.CloseIdleConnections()
 	return nil
+}
+
+// sending adds st, a Send's, to those being sent (in true) or takes it out.
+func (c *Client) sending(st *opState, in bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !in {
+		delete(c.live, st)
+		return
+	}
+	if c.live == nil {
+		c.live = map[*opState]struct{}{}
+	}
+	c.live[st] = struct{}{}
+}
+
+// haltSends halts every Send being sent with cause.
+func (c *Client) haltSends(cause error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for st := range c.live {
+		st.cancel(cause)
+	}
 }
 
 // enter counts a Send or Feed in, and reports false if c is closed.

@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"context"
 	"errors"
 	"io"
 	"slices"
@@ -39,7 +40,7 @@ func (r *run) dispatchAll(p *pump) (res Report, eof bool) {
 			return res, true
 		}
 		it.op.seq = r.c.countRead(r)
-		if r.slots.take(r.ctx, it.op) != nil {
+		if r.c.queues.take(r.ctx, it.op) != nil {
 			r.addUnsent(it.op)
 			return res, false
 		}
@@ -60,7 +61,7 @@ func (r *run) waitPause() error {
 		if resumed == nil {
 			return r.ctx.Err()
 		}
-		freed, empty := r.slots.watch()
+		freed, empty := r.c.queues.watch()
 		if empty {
 			return r.ctx.Err()
 		}
@@ -98,35 +99,31 @@ func (r *run) badInput(res *Report, it readItem) (goOn bool) {
 // dispatch sends op, or leaves it in its document's queue behind the
 // operation whose turn it is, so that operations on one document are
 // applied in input order and a retry never overtakes a later operation.
+// It ends op at once when the feed is stopping (not sent: held back, it
+// would be written now, before the operations before it on its
+// document, which may not have been sent), or when an earlier operation
+// on its document failed (held back).
 func (r *run) dispatch(op *operation) {
 	op.run = r
 	r.ops.Add(1)
-	if r.admit(op) && r.c.queues.join(op) {
+	if r.ctx.Err() != nil {
+		r.addUnsent(op)
+		r.release(op)
+		return
+	}
+	switch turn, held := r.c.queues.join(op); {
+	case held:
+		r.c.finish(r, outcome{op: op, elem: op.public(), how: endHeldBack})
+		r.release(op)
+	case turn:
 		r.start(op)
 	}
 }
 
-// admit reports whether op, whose turn it is or which is about to join its
-// queue, may go out; if not, it ends op: not sent when the feed is
-// stopping (held back, it would be written now, before the operations
-// before it on its document, which may not have been sent), held back
-// after a failure on its document.
-func (r *run) admit(op *operation) bool {
-	switch {
-	case r.ctx.Err() != nil:
-		r.addUnsent(op)
-	case r.c.queues.failed(op.id):
-		r.c.finish(r, outcome{op: op, elem: op.public(), how: endHeldBack})
-	default:
-		return true
-	}
-	r.release(op)
-	return false
-}
-
-// release ends op's part in the run: its place in the window, its count.
+// release ends the part in the run of op, which never joined its
+// document's queue: its place in the window, its count.
 func (r *run) release(op *operation) {
-	r.slots.give(op)
+	r.c.queues.give(op)
 	r.ops.Done()
 }
 
@@ -134,11 +131,8 @@ func (r *run) release(op *operation) {
 // after it on its document.
 func (r *run) sendChain(op *operation) {
 	for op != nil {
-		if !r.c.sendFeedOp(r, op) { // the later operations must not overtake it
-			r.c.queues.markFailed(op.id)
-		}
-		r.release(op)
-		op = r.c.nextTurn(op.id)
+		ok := r.c.sendFeedOp(r, op)
+		op = r.c.nextTurn(op, !ok) // after a failure, the later operations must not overtake it
 	}
 }
 
@@ -163,103 +157,214 @@ func (r *run) sender(op *operation) {
 	}
 }
 
-// nextTurn ends the turn on document id and returns the operation of a
-// Feed to send next on the calling goroutine, or nil: none is waiting, or
-// the next is a Send's, whose goroutine goes on by itself. The operations
-// of a Feed that may not go (see admit) are ended on the way.
-func (c *Client) nextTurn(id string) *operation {
+// nextTurn ends the turn of done, which ended (failed: neither
+// acknowledged nor kept, so that its Feed's later operations on the
+// document are held back), and its part in its run, if it is a Feed's;
+// it returns the operation of a Feed to send next on the calling
+// goroutine, or nil: none is waiting, or the next is a Send's, whose
+// goroutine goes on by itself. The operations of a Feed that may not go
+// (see dispatch) are ended on the way.
+func (c *Client) nextTurn(done *operation, failed bool) *operation {
 	for {
-		op := c.queues.next(id)
+		op, held := c.queues.next(done, failed)
+		if done.run != nil {
+			done.run.ops.Done()
+		}
 		if op == nil || op.run == nil {
 			return nil
 		}
-		if op.run.admit(op) {
+		switch r := op.run; {
+		case r.ctx.Err() != nil:
+			r.addUnsent(op)
+		case held:
+			c.finish(r, outcome{op: op, elem: op.public(), how: endHeldBack})
+		default:
 			return op
 		}
+		done, failed = op, false
 	}
 }
 
 // handOn ends the turn of a Send on document id, and starts the
 // operation of a Feed whose turn it is then, if any.
-func (c *Client) handOn(id string) {
-	if op := c.nextTurn(id); op != nil {
+func (c *Client) handOn(op *operation) {
+	if op := c.nextTurn(op, false); op != nil {
 		op.run.start(op)
 	}
 }
 
-// docQueues keep the operations on each document in order, for Feed and
-// Send alike: one at a time per document id, in the order they joined.
-// The first in a document's queue has its turn; the others wait.
-type docQueues struct {
+// dispatcher keeps what the dispatch of operations shares, under one
+// lock, as the Dispatcher of Vespa's feed client does: a queue per
+// document, for Feed and Send alike (one operation at a time per document
+// id, in the order they joined: the first in a queue has its turn, the
+// others wait), and the running Feed's window and documents held back.
+type dispatcher struct {
 	mu    sync.Mutex
 	q     map[string][]*operation
 	held  map[string]bool // the running Feed's documents with a failed operation: its later ones are held back
+	win   window          // the running Feed's
 	joins atomic.Int64    // operations that joined, for tests
 }
 
-// holdBack starts a Feed, whose operations on the documents ids are held
-// back.
-func (d *docQueues) holdBack(ids []string) {
+// window bounds what a feed has dispatched at once: at most n operations,
+// and at most max bytes of them, though one larger operation alone may
+// go; with limit set, also at most limit() operations, read at each take
+// (a limit that rises is seen at the next give). Only the dispatching
+// goroutine takes from it. Its fields are under dispatcher.mu.
+type window struct {
+	n, max int
+	limit  func() int
+	onWait func(ops int) // for tests: called with the count dispatched when take is about to wait
+
+	ops   int
+	bytes int
+	freed chan struct{} // closed at the next give; nil if nobody waits
+}
+
+// DefaultMaxDispatchBytes bounds the operations dispatched at once by
+// their size (their text and body), when Config.MaxDispatchBytes is 0.
+const DefaultMaxDispatchBytes = 64 << 20
+
+// size is what op holds in memory while it is dispatched.
+func (op *operation) size() int { return len(op.text) + len(op.body) }
+
+// start starts a Feed with the window w, whose operations on the
+// documents ids are held back.
+func (d *dispatcher) start(w window, ids []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.win = w
 	d.held = make(map[string]bool, len(ids))
 	for _, id := range ids {
 		d.held[id] = true
 	}
 }
 
-// failed reports whether an operation of the running Feed on document id
-// failed, or id was to be held back from the start.
-func (d *docQueues) failed(id string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.held[id]
+// take waits until op fits in the window, or ctx ends.
+func (d *dispatcher) take(ctx context.Context, op *operation) error {
+	size := op.size()
+	w := &d.win
+	for {
+		d.mu.Lock()
+		if !d.fullLocked() && (w.ops == 0 || w.bytes+size <= w.max) {
+			w.ops++
+			w.bytes += size
+			d.mu.Unlock()
+			return nil
+		}
+		if w.freed == nil {
+			w.freed = make(chan struct{})
+		}
+		freed, ops, onWait := w.freed, w.ops, w.onWait
+		d.mu.Unlock()
+		if onWait != nil {
+			onWait(ops)
+		}
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
-// markFailed holds back the running Feed's later operations on document
-// id.
-func (d *docQueues) markFailed(id string) {
+// full reports whether the window takes no more operations (by their
+// count).
+func (d *dispatcher) full() bool {
 	d.mu.Lock()
-	d.held[id] = true
-	d.mu.Unlock()
+	defer d.mu.Unlock()
+	return d.fullLocked()
+}
+
+// fullLocked is full with d.mu held.
+func (d *dispatcher) fullLocked() bool {
+	w := &d.win
+	return w.ops >= w.n || w.limit != nil && w.ops >= w.limit()
+}
+
+// give returns op's place in the window.
+func (d *dispatcher) give(op *operation) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.giveLocked(op)
+}
+
+// giveLocked is give with d.mu held.
+func (d *dispatcher) giveLocked(op *operation) {
+	w := &d.win
+	w.ops--
+	w.bytes -= op.size()
+	if w.freed != nil {
+		close(w.freed)
+		w.freed = nil
+	}
+}
+
+// watch reports whether nothing is dispatched, and if something is,
+// returns a channel closed at the next give.
+func (d *dispatcher) watch() (freed <-chan struct{}, empty bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	w := &d.win
+	if w.ops == 0 {
+		return nil, true
+	}
+	if w.freed == nil {
+		w.freed = make(chan struct{})
+	}
+	return w.freed, false
 }
 
 // join adds op at the end of its document's queue, and reports whether
-// its turn is now.
-func (d *docQueues) join(op *operation) bool {
+// its turn is now; or, for an operation of the running Feed whose
+// document is held back, reports held and leaves it out.
+func (d *dispatcher) join(op *operation) (turn, held bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if op.run != nil && d.held[op.id] {
+		return false, true
+	}
 	if d.q == nil {
 		d.q = map[string][]*operation{}
 	}
 	q := d.q[op.id]
 	d.q[op.id] = append(q, op)
 	d.joins.Add(1)
-	return len(q) == 0
+	return len(q) == 0, false
 }
 
-// next ends the turn on document id and returns the operation whose turn
-// it is now, or nil. A Send's turn channel is closed, so that its
-// goroutine goes on.
-func (d *docQueues) next(id string) *operation {
+// next ends the turn of done on its document (a Feed's gives back its
+// place in the window, and holds its document back when it failed), and
+// returns the operation whose turn it is now, or nil, and whether that
+// one is a Feed's whose document is held back. A Send's turn channel is
+// closed, so that its goroutine goes on.
+func (d *dispatcher) next(done *operation, failed bool) (*operation, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if done.run != nil {
+		if failed {
+			d.held[done.id] = true
+		}
+		d.giveLocked(done)
+	}
+	id := done.id
 	q := d.q[id][1:]
 	if len(q) == 0 {
 		delete(d.q, id)
-		return nil
+		return nil, false
 	}
 	d.q[id] = q
-	if q[0].turn != nil {
-		close(q[0].turn)
+	op := q[0]
+	if op.turn != nil {
+		close(op.turn)
 	}
-	return q[0]
+	return op, op.run != nil && d.held[op.id]
 }
 
 // quit takes op, a Send's whose turn has not come, out of its document's
 // queue and reports true, or reports false if its turn has come (then its
 // Send ends it with handOn).
-func (d *docQueues) quit(op *operation) bool {
+func (d *dispatcher) quit(op *operation) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	q := d.q[op.id]

@@ -44,9 +44,8 @@ type Client struct {
 	attemptTimeouts  *timeouts                   // Config.AttemptTimeout's; nil without one
 	outage           atomic.Pointer[outageError] // set when the outage outlasted Config.MaxOutage
 	acked            atomic.Bool                 // an operation was acknowledged
-	live             liveOps                     // the Sends being sent
 	running          atomic.Pointer[run]         // the running Feed's, or nil
-	queues           docQueues                   // one queue per document, for Feed and Send
+	queues           dispatcher                  // the queues per document, the window, the documents held back
 	failedOut        *failedWriter               // nil without Config.Failed
 	unknownOut       *failedWriter               // Config.Unknown, or failedOut
 	wire             wireStats
@@ -58,9 +57,10 @@ type Client struct {
 	sends     sync.WaitGroup // the Sends and Feeds running
 
 	mu      sync.Mutex
-	feeding bool    // a Feed runs
-	closed  bool    // Close was called
-	last    *Report // of the last Feed, or nil
+	feeding bool                  // a Feed runs
+	closed  bool                  // Close was called
+	last    *Report               // of the last Feed, or nil
+	live    map[*opState]struct{} // the Sends being sent, which an outage that outlasts MaxOutage halts
 
 	testWindowWait func(ops int) // for tests: see window.onWait
 }

@@ -48,7 +48,7 @@ type operation struct {
 	tag        any
 	seq        int64         // its place among the operations a feed took, from 1
 	run        *run          // the Feed it is an element of; nil for a Send
-	turn       chan struct{} // a Send's: closed when its turn on the document comes (see docQueues)
+	turn       chan struct{} // a Send's: closed when its turn on the document comes (see dispatcher)
 	nextUnsent *operation    // the one added before it to its run's unsent (see run.addUnsent)
 }
 

@@ -185,7 +185,7 @@ func (c *Client) outageTooLong() {
 		if r := c.running.Load(); r != nil {
 			r.stop(err, true)
 		}
-		c.live.haltEach(err) // the Sends waiting out the outage too
+		c.haltSends(err) // the Sends waiting out the outage too
 	}
 }
 
@@ -254,7 +254,7 @@ func (c *Client) outlast(ctx context.Context, e *endpoint, op *operation, st *op
 		w := e.waiting.Add(1)
 		defer e.waiting.Add(-1)
 		if w >= e.ops.Load() { // no other operation on e to bring its word
-			if r := st.run; r == nil || w <= witnesses || !r.slots.full() {
+			if r := st.run; r == nil || w <= witnesses || !c.queues.full() {
 				return false
 			}
 			e.opened() // none can come: their failures are the word

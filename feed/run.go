@@ -25,7 +25,6 @@ type run struct {
 	ctx, sendCtx     context.Context
 	halt, cancelSend context.CancelCauseFunc
 	ops              sync.WaitGroup
-	slots            *window
 	work             chan *operation // to an idle sender
 	finished         chan struct{}   // closed when every operation of the run has ended
 	counts           counts
@@ -44,13 +43,12 @@ type run struct {
 // newRun returns the run of a Feed under ctx.
 func (c *Client) newRun(ctx context.Context, done func(Operation, Result, error)) *run {
 	r := &run{c: c, done: done, refusalsAt: c.refusals.Load(), responsesAt: c.wire.responses.Load()}
-	c.queues.holdBack(c.cfg.HoldBack)
 	r.work, r.finished = make(chan *operation), make(chan struct{})
 	// Ended by feed when ctx ends, with stopCause(ctx): the cause of
 	// each operation's context, a child of it.
 	r.ctx, r.halt = context.WithCancelCause(context.WithoutCancel(ctx))
 	r.sendCtx, r.cancelSend = context.WithCancelCause(context.WithoutCancel(ctx))
-	r.slots = &window{n: c.slots(), max: cmp.Or(c.cfg.MaxDispatchBytes, DefaultMaxDispatchBytes), limit: c.dispatchLimit(), onWait: c.testWindowWait}
+	c.queues.start(window{n: c.slots(), max: cmp.Or(c.cfg.MaxDispatchBytes, DefaultMaxDispatchBytes), limit: c.dispatchLimit(), onWait: c.testWindowWait}, c.cfg.HoldBack)
 	return r
 }
 

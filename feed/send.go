@@ -29,8 +29,8 @@ func (c *Client) sendFeedOp(r *run, op *operation) bool {
 func (c *Client) sendOp(ctx, wire context.Context, r *run, op *operation) (Result, ending, error) {
 	st := newOpState(ctx, wire, r, op, c.cfg.Fence)
 	ctx = st
-	if r == nil { // an outage that outlasts MaxOutage halts the Sends
-		c.live.add(st)
+	if r == nil {
+		c.sending(st, true)
 	}
 	stopLife := st.lifetime()
 	timed := c.cfg.Timeout > 0
@@ -48,7 +48,7 @@ func (c *Client) sendOp(ctx, wire context.Context, r *run, op *operation) (Resul
 			stopLife()
 		}
 		if r == nil {
-			c.live.remove(st)
+			c.sending(st, false)
 		}
 		st.cancel(nil)
 	}()

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -150,37 +149,6 @@ func (s *opState) expire(cause error) {
 	s.cancel(cause)
 	if rq := s.onWire.Load(); rq != nil {
 		rq.cancel(cause)
-	}
-}
-
-// liveOps are the Sends being sent, so that an outage that outlasts
-// MaxOutage halts each.
-type liveOps struct {
-	mu  sync.Mutex
-	ops map[*opState]struct{}
-}
-
-func (l *liveOps) add(s *opState) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ops == nil {
-		l.ops = map[*opState]struct{}{}
-	}
-	l.ops[s] = struct{}{}
-}
-
-func (l *liveOps) remove(s *opState) {
-	l.mu.Lock()
-	delete(l.ops, s)
-	l.mu.Unlock()
-}
-
-// haltEach halts every operation being sent with cause.
-func (l *liveOps) haltEach(cause error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for s := range l.ops {
-		s.cancel(cause)
 	}
 }
 

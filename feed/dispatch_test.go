@@ -61,7 +61,8 @@ func TestFeedDispatchBytesBounded(t *testing.T) {
 func TestWindowLimit(t *testing.T) {
 	t.Parallel()
 	limit := 2
-	w := &window{n: 10, max: 1 << 20, limit: func() int { return limit }}
+	w := &dispatcher{}
+	w.start(window{n: 10, max: 1 << 20, limit: func() int { return limit }}, nil)
 	op := &operation{text: []byte("x")}
 	ctx := context.Background()
 	for range 2 {
@@ -70,7 +71,7 @@ func TestWindowLimit(t *testing.T) {
 		}
 	}
 	short, cancel := context.WithCancel(ctx)
-	w.onWait = func(ops int) { cancel() }
+	w.win.onWait = func(ops int) { cancel() }
 	if err := w.take(short, op); err == nil {
 		t.Fatal("a third take went at a limit of 2")
 	}
@@ -79,7 +80,7 @@ func TestWindowLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	waited := make(chan int, 1)
-	w.onWait = func(ops int) { waited <- ops }
+	w.win.onWait = func(ops int) { waited <- ops }
 	done := make(chan error)
 	go func() { done <- w.take(ctx, op) }()
 	if ops := <-waited; ops != 3 {
@@ -89,8 +90,8 @@ func TestWindowLimit(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if w.ops != 3 {
-		t.Errorf("ops = %d after the give and the take, want 3", w.ops)
+	if w.win.ops != 3 {
+		t.Errorf("ops = %d after the give and the take, want 3", w.win.ops)
 	}
 }
 
