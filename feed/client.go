@@ -83,8 +83,10 @@ var (
 // It calls done, if not nil, exactly once for every element of ops that
 // Feed took (whose yield returned true): with the error ops yielded with
 // it, or with the Result and the *Error (or nil) of the operation. done
-// may be called from several goroutines at once, never with a lock of the
-// Client held, so it may call any of its methods. An element that ops
+// is called from one goroutine at a time, never concurrently, with the
+// operations on each document in the order ops yielded them, and never
+// with a lock of the Client held, so it may call any of its methods; the
+// feed waits while it runs. An element that ops
 // yields with an *OperationError, or an error of its own, is handed to
 // done and the reading goes on; an *InputError (broken input) ends the
 // reading. An iterator that wants the feed to end stops yielding.
@@ -209,8 +211,8 @@ func (c *Client) Send(ctx context.Context, o Operation) (Result, error) {
 			return Result{}, &Error{Err: context.Cause(ctx)}
 		}
 	}
-	res, _, err := c.sendOp(ctx, ctx, nil, op)
-	return res, err
+	out := c.sendOp(ctx, ctx, nil, op)
+	return out.res, c.finish(nil, out)
 }
 
 // Put sends a put of the document id with fields.

@@ -83,15 +83,15 @@ func (r *run) badInput(res *Report, it readItem) (goOn bool) {
 	var stop *InputError
 	switch {
 	case errors.As(it.err, new(*OperationError)):
-		r.c.finish(r, outcome{elem: it.pub, how: endBadOp, cause: it.err})
+		r.results <- outcome{elem: it.pub, how: endBadOp, cause: it.err}
 		return true
 	case errors.As(it.err, &stop):
 		res.unread = stop.from
 		r.broken = stop
-		r.c.finish(r, outcome{elem: it.pub, how: endBadInput, cause: it.err})
+		r.results <- outcome{elem: it.pub, how: endBadInput, cause: it.err}
 		return false
 	default:
-		r.c.finish(r, outcome{elem: it.pub, how: endElemErr, cause: it.err})
+		r.results <- outcome{elem: it.pub, how: endElemErr, cause: it.err}
 		return true
 	}
 }
@@ -113,8 +113,7 @@ func (r *run) dispatch(op *operation) {
 	}
 	switch turn, held := r.c.queues.join(op); {
 	case held:
-		r.c.finish(r, outcome{op: op, elem: op.public(), how: endHeldBack})
-		r.release(op)
+		r.results <- outcome{op: op, elem: op.public(), how: endHeldBack, release: true}
 	case turn:
 		r.start(op)
 	}
@@ -127,16 +126,25 @@ func (r *run) release(op *operation) {
 	r.ops.Done()
 }
 
-// sendChain sends op, then each operation of the run whose turn comes
-// after it on its document.
-func (r *run) sendChain(op *operation) {
-	for op != nil {
-		ok := r.c.sendFeedOp(r, op)
-		op = r.c.nextTurn(op, !ok) // after a failure, the later operations must not overtake it
+// send sends op, whose turn on its document it is, and hands what came
+// of it to the hub: not sent when the feed is stopping, held back after a
+// failure on its document (see dispatcher.next), or its outcome.
+func (r *run) send(op *operation) {
+	var o outcome
+	switch {
+	case r.ctx.Err() != nil:
+		r.addUnsent(op)
+		o = outcome{op: op, how: endNotSent, later: true}
+	case op.held:
+		o = outcome{op: op, elem: op.public(), how: endHeldBack}
+	default:
+		o = r.c.sendOp(r.ctx, r.sendCtx, r, op)
 	}
+	o.turn = true
+	r.results <- o
 }
 
-// start sends op's chain on an idle sender of the run, or a new one.
+// start sends op on an idle sender of the run, or a new one.
 func (r *run) start(op *operation) {
 	select {
 	case r.work <- op:
@@ -145,10 +153,10 @@ func (r *run) start(op *operation) {
 	}
 }
 
-// sender sends op's chain, then the chains handed to it, until the run ends.
+// sender sends op, then those handed to it, until the run ends.
 func (r *run) sender(op *operation) {
 	for {
-		r.sendChain(op)
+		r.send(op)
 		select {
 		case op = <-r.work:
 		case <-r.finished:
@@ -159,37 +167,27 @@ func (r *run) sender(op *operation) {
 
 // nextTurn ends the turn of done, which ended (failed: neither
 // acknowledged nor kept, so that its Feed's later operations on the
-// document are held back), and its part in its run, if it is a Feed's;
-// it returns the operation of a Feed to send next on the calling
-// goroutine, or nil: none is waiting, or the next is a Send's, whose
-// goroutine goes on by itself. The operations of a Feed that may not go
-// (see dispatch) are ended on the way.
+// document are held back), and its part in its run, if it is a Feed's. It
+// returns the operation of a Feed whose turn it is now, to start, or nil:
+// none is waiting, or the next is a Send's, whose goroutine goes on by
+// itself.
 func (c *Client) nextTurn(done *operation, failed bool) *operation {
-	for {
-		op, held := c.queues.next(done, failed)
-		if done.run != nil {
-			done.run.ops.Done()
-		}
-		if op == nil || op.run == nil {
-			return nil
-		}
-		switch r := op.run; {
-		case r.ctx.Err() != nil:
-			r.addUnsent(op)
-		case held:
-			c.finish(r, outcome{op: op, elem: op.public(), how: endHeldBack})
-		default:
-			return op
-		}
-		done, failed = op, false
+	op, held := c.queues.next(done, failed)
+	if done.run != nil {
+		done.run.ops.Done()
 	}
+	if op == nil || op.run == nil {
+		return nil
+	}
+	op.held = held
+	return op
 }
 
 // handOn ends the turn of a Send on document id, and starts the
 // operation of a Feed whose turn it is then, if any.
 func (c *Client) handOn(op *operation) {
-	if op := c.nextTurn(op, false); op != nil {
-		op.run.start(op)
+	if next := c.nextTurn(op, false); next != nil {
+		next.run.start(next)
 	}
 }
 
@@ -317,17 +315,19 @@ func (d *dispatcher) watch() (freed <-chan struct{}, empty bool) {
 
 // join adds op at the end of its document's queue, and reports whether
 // its turn is now; or, for an operation of the running Feed whose
-// document is held back, reports held and leaves it out.
+// document is held back and whose queue is empty, reports held and leaves
+// it out (with operations queued, it waits behind them, so that the
+// operations held back are told in input order).
 func (d *dispatcher) join(op *operation) (turn, held bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if op.run != nil && d.held[op.id] {
+	q := d.q[op.id]
+	if op.run != nil && len(q) == 0 && d.held[op.id] {
 		return false, true
 	}
 	if d.q == nil {
 		d.q = map[string][]*operation{}
 	}
-	q := d.q[op.id]
 	d.q[op.id] = append(q, op)
 	d.joins.Add(1)
 	return len(q) == 0, false

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -284,5 +286,72 @@ func TestSendQuitsItsTurn(t *testing.T) {
 	}
 	if len(got) != 2 || got[0] != "1" || got[1] != "3" {
 		t.Errorf("applied %v, want the first then the third", got)
+	}
+}
+
+// TestDoneOneAtATime: a Feed's done is called from one goroutine at a
+// time (the hub's while the feed runs), for every element, with the
+// operations on each document in input order: acknowledged, failed, held
+// back behind a failure, bad input, and, after an interrupt, not sent.
+// Before the hub, done ran on each operation's goroutine, many at once.
+func TestDoneOneAtATime(t *testing.T) {
+	t.Parallel()
+	srv := feedtest.New(t, func(r *http.Request, n int) int {
+		if strings.HasSuffix(r.URL.Path, "7") {
+			return http.StatusBadRequest // every operation on a document whose id ends in 7 fails
+		}
+		return 0
+	})
+	var in strings.Builder
+	const docs, perDoc = 50, 4
+	for k := range perDoc {
+		for i := range docs {
+			fmt.Fprintf(&in, `{"put":"id:ns:d::%d","fields":{"k":%d}}`+"\n", i, k)
+		}
+		in.WriteString("{\"put\": 1}\n") // an element that is no operation
+	}
+	cfg := testFeedConfig(srv.URL, nil)
+	cfg.Log = io.Discard
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		inside, overlaps atomic.Int64
+		mu               sync.Mutex
+		seen             = map[string][]int{} // the line of each operation told, by document
+		calls            int
+	)
+	err = c.Feed(t.Context(), Read(strings.NewReader(in.String())), func(o Operation, _ Result, _ error) {
+		if inside.Add(1) > 1 {
+			overlaps.Add(1)
+		}
+		for range 20 { // room for another caller to come in, if any could
+			runtime.Gosched()
+		}
+		mu.Lock()
+		calls++
+		if o.ID != "" {
+			seen[o.ID] = append(seen[o.ID], o.Line)
+		}
+		mu.Unlock()
+		inside.Add(-1)
+	})
+	if err == nil {
+		t.Fatal("Feed returned nil, want the failures")
+	}
+	if n := overlaps.Load(); n > 0 {
+		t.Errorf("done was entered %d times while another call ran", n)
+	}
+	if want := docs*perDoc + perDoc; calls != want {
+		t.Errorf("done called %d times, want %d", calls, want)
+	}
+	for id, lines := range seen {
+		if !slices.IsSorted(lines) || len(lines) != perDoc {
+			t.Errorf("%s told at lines %v, want %d in input order", id, lines, perDoc)
+		}
+	}
+	if res := c.Report(); res.heldBack != 5*(perDoc-1) || res.badInput != perDoc {
+		t.Errorf("held back %d, bad input %d; want %d and %d", res.heldBack, res.badInput, 5*(perDoc-1), perDoc)
 	}
 }

@@ -50,6 +50,7 @@ type operation struct {
 	run        *run          // the Feed it is an element of; nil for a Send
 	turn       chan struct{} // a Send's: closed when its turn on the document comes (see dispatcher)
 	nextUnsent *operation    // the one added before it to its run's unsent (see run.addUnsent)
+	held       bool          // a Feed's whose document is held back when its turn came (see run.send)
 }
 
 // ID returns the operation's document id, as the input has it.

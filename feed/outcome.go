@@ -31,6 +31,34 @@ type outcome struct {
 	res    Result
 	cause  error // why it was not acknowledged
 	silent bool  // with endRest and endBadOp: already said
+
+	// For the hub of a Feed (see run.hub): later, an operation not sent,
+	// told at the end; turn, the operation's turn on its document ends;
+	// release, the operation never joined its document's queue.
+	later, turn, release bool
+}
+
+// hub is the one place the outcomes of a Feed land while it runs, as the
+// results goroutine of Vespa's feed client: it alone finishes them (the
+// counts, the -failed files, the log and done), hands the turn on each
+// document to the operation after the one that ended (holding it back
+// after a failure), and ends their part in the run. Once every
+// operation dispatched has ended, feed closes r.results and the hub
+// returns; what is told after that (the operations not sent, the rest of
+// the input) is finished on feed's own goroutine.
+func (r *run) hub() {
+	defer close(r.hubDone)
+	for o := range r.results {
+		if !o.later {
+			r.c.finish(r, o)
+		}
+		switch {
+		case o.turn:
+			r.turnEnds(o.op, o.how != endAcked && o.how != endKept)
+		case o.release:
+			r.release(o.op)
+		}
+	}
 }
 
 // counts are the outcomes of operations, added to only by finish: a
@@ -127,6 +155,28 @@ func (c *Client) finish(r *run, o outcome) error {
 		r.done(o.elem, o.res, err)
 	}
 	return err
+}
+
+// turnEnds ends the turn of op on its document (failed: the later
+// operations must not overtake it, and are held back), and starts the
+// operation whose turn comes next, finishing on the way, in input order,
+// those that may not go: held back, or not sent as the feed stops.
+func (r *run) turnEnds(op *operation, failed bool) {
+	for {
+		next := r.c.nextTurn(op, failed)
+		switch {
+		case next == nil:
+			return
+		case r.ctx.Err() != nil:
+			r.addUnsent(next)
+		case next.held:
+			r.c.finish(r, outcome{op: next, elem: next.public(), how: endHeldBack})
+		default:
+			r.start(next)
+			return
+		}
+		op, failed = next, true
+	}
 }
 
 // outcomeNames name the endings in Config.Logger's records.

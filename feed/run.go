@@ -26,6 +26,8 @@ type run struct {
 	halt, cancelSend context.CancelCauseFunc
 	ops              sync.WaitGroup
 	work             chan *operation // to an idle sender
+	results          chan outcome    // to the hub
+	hubDone          chan struct{}   // closed when the hub returns
 	finished         chan struct{}   // closed when every operation of the run has ended
 	counts           counts
 	refusalsAt       int64 // the Client's budget refusals when the run began
@@ -44,6 +46,7 @@ type run struct {
 func (c *Client) newRun(ctx context.Context, done func(Operation, Result, error)) *run {
 	r := &run{c: c, done: done, refusalsAt: c.refusals.Load(), responsesAt: c.wire.responses.Load()}
 	r.work, r.finished = make(chan *operation), make(chan struct{})
+	r.results, r.hubDone = make(chan outcome, resultsBuffer), make(chan struct{})
 	// Ended by feed when ctx ends, with stopCause(ctx): the cause of
 	// each operation's context, a child of it.
 	r.ctx, r.halt = context.WithCancelCause(context.WithoutCancel(ctx))
@@ -105,6 +108,7 @@ func (r *run) feed(ctx context.Context, ops iter.Seq2[Operation, error]) Report 
 			r.reportProgress(start, finished)
 		}()
 	}
+	go r.hub()
 	p := newPump()
 	go p.run(ops)
 	res, eof := r.dispatchAll(p)
@@ -116,6 +120,8 @@ func (r *run) feed(ctx context.Context, ops iter.Seq2[Operation, error]) Report 
 	}
 	r.ops.Wait()
 	close(r.finished)
+	close(r.results) // every operation's outcome is in: the hub returns once it has finished them
+	<-r.hubDone
 	c.pause.disarm() // a feed that ended paused is not stopped later
 	close(finished)
 	<-graceDone // so that it says nothing once the feed is over
@@ -356,6 +362,10 @@ type pump struct {
 	state atomic.Uint64
 	taken uint64 // the elements the feed received; only the feed's goroutine uses it
 }
+
+// resultsBuffer is how many outcomes wait for the hub before their
+// senders do.
+const resultsBuffer = 64
 
 // pumpClosed is the bit of pump.state set by end.
 const pumpClosed = 1 << 63

@@ -13,20 +13,11 @@ import (
 	"strings"
 )
 
-// sendFeedOp sends op of run r, and reports whether the later operations
-// on its document may go: it was acknowledged, or kept by
-// Config.BeforeUnsafe for another feed.
-func (c *Client) sendFeedOp(r *run, op *operation) bool {
-	_, how, _ := c.sendOp(r.ctx, r.sendCtx, r, op)
-	return how == endAcked || how == endKept
-}
-
 // sendOp sends op, of run r or of a Send (r nil), under ctx, its requests
 // under wire (see opState), to an endpoint through the retrying clients,
 // moving it to another when its endpoint fails it (see detour and
-// redial), and finishes it: it returns its Result, how it ended, and the
-// error finish handed out.
-func (c *Client) sendOp(ctx, wire context.Context, r *run, op *operation) (Result, ending, error) {
+// redial), and returns what came of it, to finish.
+func (c *Client) sendOp(ctx, wire context.Context, r *run, op *operation) outcome {
 	st := newOpState(ctx, wire, r, op, c.cfg.Fence)
 	ctx = st
 	if r == nil {
@@ -106,11 +97,11 @@ type verdict struct {
 	trace  string
 }
 
-// end finishes op, which ended with v. An operation that failed because
-// the feed stopped before a request of it went out is not sent: it is
-// told at the end, in input order; one not safe to repeat whose request
-// may have been applied has an unknown outcome.
-func (c *Client) end(r *run, op *operation, st *opState, v verdict) (Result, ending, error) {
+// end returns the outcome of op, which ended with v. An operation that
+// failed because the feed stopped before a request of it went out is not
+// sent: it is told at the end, in input order (later); one not safe to
+// repeat whose request may have been applied has an unknown outcome.
+func (c *Client) end(r *run, op *operation, st *opState, v verdict) outcome {
 	res := Result{Status: v.status, Attempts: int(st.attempts.Load()), Message: v.msg, Trace: v.trace}
 	how := v.how
 	if how == endFailed {
@@ -126,7 +117,7 @@ func (c *Client) end(r *run, op *operation, st *opState, v verdict) (Result, end
 	if how == endFailed {
 		if r != nil && res.Attempts == 0 && r.ctx.Err() != nil && errors.Is(v.cause, stopCause(r.ctx)) {
 			r.addUnsent(op)
-			return res, endNotSent, &Error{Err: ErrNotSent}
+			return outcome{op: op, how: endNotSent, res: res, later: true}
 		}
 		if st.unknown(op) {
 			how = endUnknown
@@ -136,8 +127,7 @@ func (c *Client) end(r *run, op *operation, st *opState, v verdict) (Result, end
 	if r != nil {
 		elem = op.public()
 	}
-	err := c.finish(r, outcome{op: op, elem: elem, how: how, res: res, cause: v.cause})
-	return res, how, err
+	return outcome{op: op, elem: elem, how: how, res: res, cause: v.cause}
 }
 
 // sendTo sends op to e, and says what came of it: acknowledged, failed,
