@@ -83,9 +83,12 @@ func (r *reservedRuns) UnmarshalJSON(b []byte) error {
 //
 // Two rules keep it true after a crash at any point:
 //   - the checkpoint covers an element only once the element is done, and once what
-//     the feed wrote of it to the failed files is on disk: a rewrite
-//     takes its snapshot while no write to them is between its Write and
-//     its report (see snapshot), and syncs them before the checkpoint is written.
+//     the feed wrote of it to the failed files is on disk: the feed writes
+//     an element's line and then reports it done, on one goroutine, one
+//     element at a time (Feed's done is called so), so the files' sizes as
+//     done reports an element cover exactly the elements done (see done);
+//     a rewrite takes those sizes, and syncs the files before the
+//     checkpoint is written.
 //   - An operation not safe to repeat is sent only once a checkpoint on disk
 //     lists it as reserved: the resumed feed reports every such operation
 //     not done as of unknown outcome, and never sends it again. The
@@ -102,18 +105,15 @@ type checkpoint struct {
 	hash    *inputHash
 
 	mu       sync.Mutex
-	cond     *sync.Cond
 	prevDone []Run // from the checkpoint resumed from, still ahead of the reading
 	onDisk   bool  // this feed has written the file
 	eof      bool  // the whole input was read
 	clean    bool  // the feed has ended: nothing is in flight
 
-	// The failed files' writes: written counts the Writes begun, told
-	// the operations reported as written; a snapshot waits for the two to
-	// meet, and no Write begins while it waits.
-	failed, unknown *outFile
-	written, told   int64
-	snapping        bool
+	// The failed files, and their sizes as done last reported an element:
+	// what the elements done wrote to them.
+	failed, unknown         *outFile
+	failedSize, unknownSize int64
 
 	stop    context.CancelFunc // ends the rewrites
 	stopped chan error         // the first error rewriting the file, once they have ended
@@ -140,7 +140,6 @@ func openCheckpoint(path string, in *os.File, failed string) (*checkpoint, error
 	}
 	id := checkpointFile{Version: checkpointVersion, Size: st.Size(), Array: isArray(head[:n]), Line: 1, Failed: failed}
 	ck := &checkpoint{path: path, file: id, led: New(nil), hash: &inputHash{}}
-	ck.cond = sync.NewCond(&ck.mu)
 	c, err := ReadCheckpoint(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -252,6 +251,15 @@ func (ck *checkpoint) read(in *os.File) (iter.Seq2[feed.Operation, error], error
 	}, nil
 }
 
+// setFiles gives ck the failed files, whose sizes are what the checkpoint
+// resumed from covers.
+func (ck *checkpoint) setFiles(failed, unknown *outFile) {
+	ck.mu.Lock()
+	defer ck.mu.Unlock()
+	ck.failed, ck.unknown = failed, unknown
+	ck.failedSize, ck.unknownSize = failed.size, unknown.size
+}
+
 // doneBefore reports whether the element ord was done before the feed
 // resumed; ords come in rising order. ck.mu is held.
 func (ck *checkpoint) doneBefore(ord int64) bool {
@@ -262,8 +270,11 @@ func (ck *checkpoint) doneBefore(ord int64) bool {
 }
 
 // done is Feed's done: the element is done, and what it wrote to the
-// failed files, if anything, is written. An operation not sent is left
-// to the resumed feed, and its reservation, if any, ends: it was not sent.
+// failed files, if anything, is written: Feed calls done once it has
+// written the element's line, one call at a time, on the goroutine that
+// writes them, so the files' sizes now are what the elements done so far
+// wrote, no more. An operation not sent is left to the resumed feed, and
+// its reservation, if any, ends: it was not sent.
 func (ck *checkpoint) done(o feed.Operation, _ feed.Result, err error) {
 	ord, ok := ck.led.Find(o.Offset)
 	if errors.Is(err, feed.ErrNotSent) {
@@ -272,16 +283,13 @@ func (ck *checkpoint) done(o feed.Operation, _ feed.Result, err error) {
 		}
 		return
 	}
-	var fe *feed.Error
-	wrote := ck.failed != nil && errors.As(err, &fe)
 	ck.mu.Lock()
 	defer ck.mu.Unlock()
 	if ok {
 		ck.led.Done(ord)
 	}
-	if wrote {
-		ck.told++
-		ck.cond.Broadcast()
+	if ck.failed != nil {
+		ck.failedSize, ck.unknownSize = ck.failed.size, ck.unknown.size
 	}
 }
 
@@ -294,17 +302,6 @@ func (ck *checkpoint) beforeUnsafe(ctx context.Context, o feed.Operation) error 
 		return nil
 	}
 	return ck.led.Reserve(ctx, ord)
-}
-
-// beginWrite is called by a failed file before each Write: it waits while
-// a snapshot is taken.
-func (ck *checkpoint) beginWrite() {
-	ck.mu.Lock()
-	for ck.snapping {
-		ck.cond.Wait()
-	}
-	ck.written++
-	ck.mu.Unlock()
 }
 
 // start writes the first checkpoint, and then rewrites it when an
@@ -363,18 +360,11 @@ func (ck *checkpoint) write(f checkpointFile, syncs []*os.File) error {
 }
 
 // snapshot returns what the file is to hold now, and the ledger's snapshot,
-// or changed false if the file holds it already. It waits until every Write
-// to the failed files begun has been reported, and lets none begin
-// meanwhile, so that their sizes cover exactly the elements done.
+// or changed false if the file holds it already: the failed files' sizes
+// as done last reported an element, which cover exactly the elements done.
 func (ck *checkpoint) snapshot() (f checkpointFile, s Snapshot, syncs []*os.File, changed bool) {
 	ck.mu.Lock()
 	defer ck.mu.Unlock()
-	ck.snapping = true
-	for ck.told < ck.written {
-		ck.cond.Wait()
-	}
-	ck.snapping = false
-	ck.cond.Broadcast()
 	s = ck.led.Snapshot()
 	f = ck.file
 	if s.Ord >= 0 {
@@ -385,7 +375,7 @@ func (ck *checkpoint) snapshot() (f checkpointFile, s Snapshot, syncs []*os.File
 		f.Complete = s.AllDone
 	}
 	if ck.failed != nil {
-		f.FailedSize, f.UnknownSize = ck.failed.size, ck.unknown.size
+		f.FailedSize, f.UnknownSize = ck.failedSize, ck.unknownSize
 	}
 	f.Chunks, f.Tail = ck.hash.state()
 	if ck.onDisk && f.Complete == ck.file.Complete && f.Offset == ck.file.Offset &&

@@ -113,8 +113,8 @@ func (f *FileFeed) Configure(cfg feed.Config) (feed.Config, error) {
 	}
 	if f.ck != nil {
 		if f.files != nil {
-			f.ck.failed, f.ck.unknown = &f.files.failed, &f.files.unknown
 			f.files.failed.ck, f.files.unknown.ck = f.ck, f.ck
+			f.ck.setFiles(&f.files.failed, &f.files.unknown)
 		}
 		cfg.Resumable, cfg.BeforeUnsafe = true, f.ck.beforeUnsafe
 	}

@@ -32,9 +32,6 @@ func (o *outFile) create() error {
 }
 
 func (o *outFile) Write(p []byte) (int, error) {
-	if o.ck != nil {
-		o.ck.beginWrite()
-	}
 	o.lock()
 	if o.f == nil && o.err == nil {
 		_ = o.create()
