@@ -48,6 +48,12 @@ func (r *run) dispatchAll(p *pump) (res Report, eof bool) {
 	}
 }
 
+// countRead counts an operation read, and returns its place in the feed.
+func (c *Client) countRead(r *run) int64 {
+	c.total.read.Add(1)
+	return r.counts.read.Add(1)
+}
+
 // waitPause waits while the feed is paused by an outage, until the pause
 // ends, or until nothing the feed dispatched is left: then one more
 // operation goes, to wait at the breaker for its probe. An open breaker

@@ -126,15 +126,11 @@ func (e *endpoint) moveAway() {
 	e.move.Swap(newMoveCtx()).cancel(errMoved)
 }
 
-// within returns ctx for one operation's stay on e, which ends with
-// errMoved when e moves its operations away (its request on the wire, if
-// any, goes on: see opState), and the function that releases it. With a
-// single endpoint there is nowhere to move to, and ctx is returned as it
-// is.
+// within returns ctx for one operation's stay on e, one of several
+// endpoints, which ends with errMoved when e moves its operations away
+// (its request on the wire, if any, goes on: see opState), and the
+// function that releases it.
 func (e *endpoint) within(ctx context.Context) (context.Context, func()) {
-	if !e.multi {
-		return ctx, func() {}
-	}
 	move := e.move.Load().ctx
 	c, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(move, func() { cancel(errMoved) })
@@ -153,11 +149,9 @@ const probeEvery = time.Second
 // it gets a probe; when every breaker is open, the one routed to longest
 // ago, so that the waiting operations spread and every endpoint is probed.
 // The endpoints in skip (those that failed the operation, see detour;
-// never all of them) are left out.
+// never all of them) are left out. It is called with several endpoints
+// only.
 func (c *Client) route(skip []*endpoint) *endpoint {
-	if len(c.endpoints) == 1 {
-		return c.endpoints[0]
-	}
 	now := time.Now().UnixNano()
 	var best, stale *endpoint
 	for _, e := range c.endpoints {

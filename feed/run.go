@@ -184,12 +184,6 @@ func (r *run) left(res *Report, it readItem) {
 	r.addUnsent(it.op)
 }
 
-// countRead counts an operation read, and returns its place in the feed.
-func (c *Client) countRead(r *run) int64 {
-	c.total.read.Add(1)
-	return r.counts.read.Add(1)
-}
-
 // addUnsent keeps op, which the feed's stop left unsent, to be told at the
 // end in input order.
 func (r *run) addUnsent(op *operation) {

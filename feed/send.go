@@ -11,7 +11,74 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 )
+
+// opKey is the context key of an operation's *opState.
+type opKey struct{}
+
+// opState is one operation being sent, and its context: that ends when
+// the operation is halted (its feed stops or is interrupted, its Fence's
+// Lifetime ends, an outage outlasts MaxOutage), or its Config.Timeout
+// runs out, so that it waits no longer and sends no new request. Its
+// requests go on the wire under contexts of their own, children of wire
+// (its Feed's sendCtx, or a Send's context): a halt, or a move to another
+// endpoint, never abandons a request written while it may still be
+// applied; the operation ends once that request's answer is back, as the
+// retrying clients see the operation's context ended.
+type opState struct {
+	context.Context // the operation's; its Value finds the opState
+	cancel          context.CancelCauseFunc
+	wire            context.Context         // the parent of its requests' contexts
+	onWire          atomic.Pointer[request] // its request on the wire, if any, for its timeout to end
+
+	attempts atomic.Int32
+	// maybeApplied is set when a request may have been applied though the
+	// operation was not acknowledged: it got no response and was not
+	// refused at its dial, or a 500, 502 or 504 came back.
+	maybeApplied atomic.Bool
+	run          *run       // the operation's Feed; nil for a Send
+	op           *operation // the operation
+	fence        Fence
+	// failedOn are the endpoints on which the operation used up its
+	// attempts and that it left for another (see detour); only the
+	// goroutine that sends it uses it.
+	failedOn []*endpoint
+	redials  int      // rounds of attempts begun again after a refused connection or an outage (see redial, outlast)
+	afterAck bool     // it went round again once its endpoint acknowledged another after its failure (see outlast)
+	timeout  deadline // its place in Client.opTimeouts
+}
+
+// newOpState returns the state of op, of run r (nil for a Send), under ctx,
+// whose requests go out under wire.
+func newOpState(ctx, wire context.Context, r *run, op *operation, fence Fence) *opState {
+	st := &opState{wire: wire, run: r, op: op, fence: fence}
+	st.Context, st.cancel = context.WithCancelCause(ctx)
+	return st
+}
+
+// Value returns s for opKey, and ctx's values otherwise.
+func (s *opState) Value(key any) any {
+	if key == (opKey{}) {
+		return s
+	}
+	return s.Context.Value(key)
+}
+
+// unknown reports whether op, whose state is st, is not safe to repeat and
+// a request of it may have been applied: then it is never sent again (not
+// on another endpoint, not on another round), and if it fails its outcome
+// is unknown.
+func (st *opState) unknown(op *operation) bool { return !op.safe && st.maybeApplied.Load() }
+
+// expire ends the operation, its request on the wire included: its
+// Config.Timeout ran out.
+func (s *opState) expire(cause error) {
+	s.cancel(cause)
+	if rq := s.onWire.Load(); rq != nil {
+		rq.cancel(cause)
+	}
+}
 
 // sendOp sends op, of run r or of a Send (r nil), under ctx, its requests
 // under wire (see opState), to an endpoint through the retrying clients,
@@ -57,10 +124,13 @@ func (c *Client) sendOp(ctx, wire context.Context, r *run, op *operation) outcom
 		}
 	}
 	for {
-		e := c.route(st.failedOn)
+		e, stay, leave := c.endpoints[0], ctx, func() {}
+		if len(c.endpoints) > 1 { // else there is nowhere else to go
+			e = c.route(st.failedOn)
+			stay, leave = e.within(ctx)
+		}
 		e.sent.Add(1)
 		e.ops.Add(1)
-		stay, leave := e.within(ctx)
 		v := c.sendTo(stay, e, op, st)
 		leave()
 		e.ops.Add(-1)
@@ -151,7 +221,9 @@ func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 		// connection is reused, without a buffer of its own.
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
 		_ = resp.Body.Close()
-		e.acked(seen)
+		if seen != nil {
+			e.acked(seen)
+		}
 		return verdict{how: endAcked, status: resp.StatusCode}
 	}
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
@@ -169,7 +241,9 @@ func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 	case resp.StatusCode == http.StatusPreconditionFailed, // an answer: the condition was not met
 		resp.StatusCode == http.StatusNotFound && op.kind == Remove: // an answer: there was nothing to remove
 		v.how = endAcked
-		e.acked(seen)
+		if seen != nil {
+			e.acked(seen)
+		}
 	case c.detour(ctx, e, op, st, resp, nil), c.outlast(ctx, e, op, st, resp, nil):
 		return verdict{moved: true}
 	default:
