@@ -77,3 +77,38 @@ func TestWallLetsGoOfAFalseWall(t *testing.T) {
 		}
 	}
 }
+
+// TestWallAboveExactCounts: above wallExact the counts share buckets 1/32
+// of an octave wide. A wall at the start of a bucket (512 slots, 100) is
+// found there; one inside a bucket (500 slots, in [496, 504); 1000, in
+// [992, 1008)) at the start of the next, where every attempt meets
+// backpressure: at most 1/32 above it.
+func TestWallAboveExactCounts(t *testing.T) {
+	t.Parallel()
+	for n := uint32(1); n < wallTop; n++ {
+		i := wallIndex(n)
+		if s := wallStart(i); s > int(n) || i+1 < wallBuckets && wallStart(i+1) <= int(n) {
+			t.Fatalf("count %d in bucket %d, which starts at %d (the next at %d)", n, i, s, wallStart(i+1))
+		}
+	}
+	for _, tc := range []struct{ slots, want int }{{512, 512}, {500, 504}, {100, 100}, {1000, 1008}} {
+		var w wall
+		var throttled, total float64
+		// 20 attempts at each count from half the slots to 9/8 of them,
+		// interleaved as a server's outcomes are, 9 in 10 of those at or
+		// above the slots meeting backpressure.
+		for i := range 20 {
+			for n := tc.slots / 2; n <= tc.slots*9/8; n++ {
+				th := n >= tc.slots && i%10 != 0
+				w.record(uint32(n), th, 0)
+				if th {
+					throttled++
+				}
+				total++
+			}
+		}
+		if got := w.at(throttled/total, 0); got != tc.want {
+			t.Errorf("%d slots: wall.at() = %d, want %d", tc.slots, got, tc.want)
+		}
+	}
+}
