@@ -128,7 +128,7 @@ func (rq *request) leave() {
 
 // errAttemptTimeout is the cause of a request's end when
 // Config.AttemptTimeout ran out before its response header.
-var errAttemptTimeout = errors.New("attempt timed out (-attempt-timeout)")
+var errAttemptTimeout = errors.New("attempt timed out")
 
 // attemptTimeout is the error of a request that ran out of
 // Config.AttemptTimeout: it matches retries.ErrAttemptTimeout (the

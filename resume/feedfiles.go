@@ -20,7 +20,7 @@ type outFile struct {
 	f    *os.File
 	err  error       // the first error creating or writing the file
 	size int64       // its size: what it held when a feed resumed, and what was written since
-	ck   *checkpoint // with a checkpoint, told of each Write
+	ck   *checkpoint // with a checkpoint, whose lock guards f, err and size
 }
 
 func (o *outFile) partial() string { return o.path + ".partial" }
