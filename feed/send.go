@@ -244,7 +244,7 @@ func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 		if seen != nil {
 			e.acked(seen)
 		}
-	case c.detour(ctx, e, op, st, resp, nil), c.outlast(ctx, e, op, st, resp, nil):
+	case c.again(ctx, e, op, st, resp, nil):
 		return verdict{moved: true}
 	default:
 		msg := v.msg
@@ -285,10 +285,28 @@ func (c *Client) classifyError(ctx context.Context, e *endpoint, op *operation, 
 	if errors.As(err, &refused) {
 		status = refused.status
 	}
-	if c.detour(ctx, e, op, st, nil, err) || c.redial(ctx, op, st, err) || c.outlast(ctx, e, op, st, nil, err) {
+	if c.again(ctx, e, op, st, nil, err) {
 		return verdict{moved: true}
 	}
 	return verdict{how: endFailed, status: status, cause: err}
+}
+
+// again decides what follows a round of attempts of op on e that ended in
+// a failure, its last response v (or nil) and err: true, the operation
+// goes round again; false, the failure stands. In order:
+//
+//   - with several endpoints, another whose breaker is closed and that has
+//     not failed it (detour);
+//   - after a connection that could not be made, e again, at most
+//     maxRedials rounds (redial);
+//   - when its retry rule would send it again, e again once e's next word
+//     says the failure was an outage's, or, once, that e answers (outlast);
+//   - else the failure stands.
+//
+// None goes round for an operation whose own context ended, nor for one
+// not safe to repeat whose request may have been applied.
+func (c *Client) again(ctx context.Context, e *endpoint, op *operation, st *opState, v any, err error) bool {
+	return c.detour(ctx, e, op, st, v, err) || c.redial(ctx, op, st, err) || c.outlast(ctx, e, op, st, v, err)
 }
 
 // newRequest returns the request of op to e: its method, URL with the
