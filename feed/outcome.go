@@ -97,11 +97,12 @@ func (k *counts) add(o *outcome) {
 }
 
 // finish is where every outcome lands: it is the only caller of done, of
-// the writers of Config.Failed and Config.Unknown, and of the counts. It
-// runs on the goroutine that reached the outcome, with no lock of the
-// feed held, so that done may call any method of the Client. r is nil for
-// a Send. It returns the error handed to done: nil exactly when the
-// operation was acknowledged.
+// the writers of Config.Failed and Config.Unknown, and of the counts. For a
+// Feed it runs on the hub while the feed runs, and on feed's goroutine
+// after the hub has returned, so one call at a time; for a Send (r nil), on
+// its caller's. No lock of the feed is held, so that done may call any
+// method of the Client. It returns the error handed to done: nil exactly
+// when the operation was acknowledged.
 func (c *Client) finish(r *run, o outcome) error {
 	c.total.add(&o)
 	if r != nil {
