@@ -189,8 +189,9 @@ func (c *Client) nextTurn(done *operation, failed bool) *operation {
 	return op
 }
 
-// handOn ends the turn of a Send on document id, and starts the
-// operation of a Feed whose turn it is then, if any.
+// handOn ends the turn of op, a Send's, on its document, and starts the
+// operation of a Feed whose turn it is then, if any (on a sender of its
+// Feed, which tells the hub if it is held back).
 func (c *Client) handOn(op *operation) {
 	if next := c.nextTurn(op, false); next != nil {
 		next.run.start(next)
