@@ -316,9 +316,6 @@ func TestFeedInnerHonoursRetryAfter(t *testing.T) {
 	}
 }
 
-// TestAttemptTimeout: a request waits 30 s for its response header, or
-// longer than a longer -server-timeout, so that the server answers first.
-
 // TestFeedProgressFlags: -progress-json writes JSON progress lines on
 // stderr, and -q silences them whatever -progress says.
 func TestFeedProgressFlags(t *testing.T) {
