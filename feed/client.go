@@ -199,7 +199,8 @@ func (c *Client) Send(ctx context.Context, o Operation) (Result, error) {
 			}
 		}
 	}
-	defer c.handOn(op)
+	// A Send's failure holds nothing back.
+	defer c.handOn(op, false)
 	if ctx.Err() != nil { // its turn came as its context ended
 		return Result{}, &Error{Err: context.Cause(ctx)}
 	}

@@ -189,11 +189,12 @@ func (c *Client) nextTurn(done *operation, failed bool) *operation {
 	return op
 }
 
-// handOn ends the turn of op, a Send's, on its document, and starts the
-// operation of a Feed whose turn it is then, if any (on a sender of its
-// Feed, which tells the hub if it is held back).
-func (c *Client) handOn(op *operation) {
-	if next := c.nextTurn(op, false); next != nil {
+// handOn ends the turn of op on its document (failed: see nextTurn), and
+// starts the operation of a Feed whose turn it is then, if any, on a
+// sender of its Feed, which tells the hub if it may not go (see send). The
+// hub calls it for a Feed's operations, a Send for its own.
+func (c *Client) handOn(op *operation, failed bool) {
+	if next := c.nextTurn(op, failed); next != nil {
 		next.run.start(next)
 	}
 }
@@ -257,10 +258,7 @@ func (d *dispatcher) take(ctx context.Context, op *operation) error {
 			d.mu.Unlock()
 			return nil
 		}
-		if w.freed == nil {
-			w.freed = make(chan struct{})
-		}
-		freed, ops, onWait := w.freed, w.ops, w.onWait
+		freed, ops, onWait := w.freedLocked(), w.ops, w.onWait
 		d.mu.Unlock()
 		if onWait != nil {
 			onWait(ops)
@@ -310,14 +308,19 @@ func (d *dispatcher) giveLocked(op *operation) {
 func (d *dispatcher) watch() (freed <-chan struct{}, empty bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	w := &d.win
-	if w.ops == 0 {
+	if d.win.ops == 0 {
 		return nil, true
 	}
+	return d.win.freedLocked(), false
+}
+
+// freedLocked returns the channel closed at the next give. The
+// dispatcher's lock is held.
+func (w *window) freedLocked() <-chan struct{} {
 	if w.freed == nil {
 		w.freed = make(chan struct{})
 	}
-	return w.freed, false
+	return w.freed
 }
 
 // join adds op at the end of its document's queue, and reports whether

@@ -54,7 +54,7 @@ func (r *run) hub() {
 		}
 		switch {
 		case o.turn:
-			r.turnEnds(o.op, o.how != endAcked && o.how != endKept)
+			r.c.handOn(o.op, o.how != endAcked && o.how != endKept) // the later operations must not overtake a failure
 		case o.release:
 			r.release(o.op)
 		}
@@ -156,28 +156,6 @@ func (c *Client) finish(r *run, o outcome) error {
 		r.done(o.elem, o.res, err)
 	}
 	return err
-}
-
-// turnEnds ends the turn of op on its document (failed: the later
-// operations must not overtake it, and are held back), and starts the
-// operation whose turn comes next, finishing on the way, in input order,
-// those that may not go: held back, or not sent as the feed stops.
-func (r *run) turnEnds(op *operation, failed bool) {
-	for {
-		next := r.c.nextTurn(op, failed)
-		switch {
-		case next == nil:
-			return
-		case r.ctx.Err() != nil:
-			r.addUnsent(next)
-		case next.held:
-			r.c.finish(r, outcome{op: next, elem: next.public(), how: endHeldBack})
-		default:
-			r.start(next)
-			return
-		}
-		op, failed = next, true
-	}
 }
 
 // outcomeNames name the endings in Config.Logger's records.

@@ -221,9 +221,7 @@ func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 		// connection is reused, without a buffer of its own.
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
 		_ = resp.Body.Close()
-		if seen != nil {
-			e.acked(seen)
-		}
+		e.acked(seen)
 		return verdict{how: endAcked, status: resp.StatusCode}
 	}
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
@@ -241,9 +239,7 @@ func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 	case resp.StatusCode == http.StatusPreconditionFailed, // an answer: the condition was not met
 		resp.StatusCode == http.StatusNotFound && op.kind == Remove: // an answer: there was nothing to remove
 		v.how = endAcked
-		if seen != nil {
-			e.acked(seen)
-		}
+		e.acked(seen)
 	case c.again(ctx, e, op, st, resp, nil):
 		return verdict{moved: true}
 	default:
