@@ -48,6 +48,12 @@ import (
 //   - Wall: a share of backpressure that steps up at some count in flight
 //     (see wall) caps the in-flight limit half an attempt below it, and
 //     backpressure at or above the wall does not cut the rate.
+//     Backpressure for an attempt granted in slow start is no evidence of
+//     a wall: while the count in flight doubles every round trip, attempts
+//     granted later overtake one on its way (on another connection, or one
+//     the proxy had to open), so the server counted more in flight than
+//     the count it was granted at, by tens at a few hundred; slow start's
+//     cut answers it. Nor is one granted untimed, far from the limits.
 //   - Climb: while latency holds growth, trials of a step of 25 % (see
 //     climb) let the delivered rate overrule it: a step that raises the
 //     throughput is kept, and the latency rule does not shrink the limit
@@ -78,6 +84,7 @@ type control struct {
 	// slowCut is when backpressure ended a slow start that the server
 	// had admitted at least once per attempt then in flight; 0 if none did
 	slowCut   time.Duration
+	rampEnd   time.Duration // when slow start ended; 0 while it runs
 	congSince time.Duration // latency has been high since; 0 if it is not
 	congGap   time.Duration // smoothed gap between backpressures
 	share     float64       // smoothed share of backpressure
@@ -207,8 +214,8 @@ func (c *control) onSuccess(s sample, now time.Duration) {
 		fallthrough
 	default:
 		c.lastCong = now // a latency signal: not a gap between backpressures
-		if now-c.congSince >= time.Duration(2*c.latency.base) {
-			c.slowStart = false
+		if c.slowStart && now-c.congSince >= time.Duration(2*c.latency.base) {
+			c.slowStart, c.rampEnd = false, now
 		}
 	}
 	accel := c.accel(now)
@@ -260,13 +267,13 @@ func (c *control) onBackpressure(s sample, now time.Duration) {
 	}
 	c.climb.proven, c.climb.down = 0, false
 	if c.slowStart {
-		c.slowStart = false
+		c.slowStart, c.rampEnd = false, now
 		c.limit = max(minLimit, min(c.limit, float64(s.n))*limitCut)
 		if c.admitted.total >= int64(s.n) {
 			c.slowCut = now
 		}
 	}
-	if !s.batched {
+	if !s.batched && s.sent >= c.rampEnd {
 		c.wall.record(s.n, true, now)
 		c.wallAt = c.wall.at(c.share, now)
 		c.capAtWall()

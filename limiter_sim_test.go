@@ -35,6 +35,11 @@ type rateServer struct {
 	latency time.Duration
 	jitter  float64
 	rng     *rand.Rand
+	// overtake, with rng, delays each request on its way by up to this
+	// (uniformly drawn), so that one sent later may arrive first, as
+	// requests over several connections, or through a proxy that opens
+	// connections as it goes, do.
+	overtake time.Duration
 }
 
 func newRateServer(rate float64, burst float64, latency time.Duration) *rateServer {
@@ -83,6 +88,11 @@ type slotServer struct {
 	net     time.Duration
 	jitter  float64
 	rng     *rand.Rand
+	// overtake, with rng, delays each request on its way by up to this
+	// (uniformly drawn), so that one sent later may arrive first, as
+	// requests over several connections, or through a proxy that opens
+	// connections as it goes, do.
+	overtake time.Duration
 }
 
 func (s *slotServer) setSlots(k int) {
@@ -97,7 +107,13 @@ func (s *slotServer) setSlots(k int) {
 }
 
 func (s *slotServer) call() retries.Signal {
-	time.Sleep(s.net / 2)
+	way := s.net / 2
+	if s.overtake > 0 {
+		s.mu.Lock()
+		way += time.Duration(s.rng.Int64N(int64(s.overtake)))
+		s.mu.Unlock()
+	}
+	time.Sleep(way)
 	s.mu.Lock()
 	switch {
 	case s.active < s.k:
