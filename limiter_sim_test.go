@@ -35,11 +35,6 @@ type rateServer struct {
 	latency time.Duration
 	jitter  float64
 	rng     *rand.Rand
-	// overtake, with rng, delays each request on its way by up to this
-	// (uniformly drawn), so that one sent later may arrive first, as
-	// requests over several connections, or through a proxy that opens
-	// connections as it goes, do.
-	overtake time.Duration
 }
 
 func newRateServer(rate float64, burst float64, latency time.Duration) *rateServer {
