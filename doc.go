@@ -25,7 +25,8 @@
 // Under overload, two shared objects keep clients from making it worse: a
 // [Budget] ([WithBudget]) caps retries as a share of the traffic, and a
 // [Limiter] ([WithLimiter]) learns how much a server can take from its 429s
-// and latency and paces attempts to that. A [Breaker] ([WithBreaker]) stops
+// and latency and paces attempts to that ([HandPermit] lets a dispatcher
+// wait for it once for many calls). A [Breaker] ([WithBreaker]) stops
 // attempts to a server that has gone away and probes until it is back.
 //
 // An [Observer] ([WithObserver]) sees every call start, attempt, wait, be

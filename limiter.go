@@ -91,6 +91,7 @@ type Limiter struct {
 	ledger  atomic.Uint64 // low ledgerBits: permits held; above: successes not yet drained
 	fast    atomic.Int64  // the fast path grants while permits held < fast; 0 turns it off
 	waiting atomic.Int32  // waiters queued: a releaser must dispatch
+	handed  atomic.Int64  // permits handed to contexts and not yet taken or released (see HandPermit)
 	epoch   time.Time
 
 	cfg LimiterConfig
@@ -165,6 +166,7 @@ const (
 	permitAtLimit                     // the in-flight limit was reached when granted
 	permitRateBound                   // the rate limit bound when granted
 	permitBatched                     // granted with others at once, for the rate limit (see batch)
+	permitHanded                      // handed to a call by HandPermit
 )
 
 // sample is what p tells the control law about its attempt.
@@ -435,10 +437,11 @@ func (l *Limiter) dispatch(now time.Duration) {
 }
 
 // updateFast opens the fast path while no one waits, no rate limit is on,
-// and the in-flight limit is far away. l.mu is held (or l is new).
+// no permit is handed to a call (see HandPermit), and the in-flight limit
+// is far away. l.mu is held (or l is new).
 func (l *Limiter) updateFast() {
 	f := int64(0)
-	if l.waiters == 0 && l.ctl.bucket.rate == 0 && l.ctl.bucket.until == 0 {
+	if l.waiters == 0 && l.ctl.bucket.rate == 0 && l.ctl.bucket.until == 0 && l.handed.Load() == 0 {
 		f = int64(l.ctl.slots() / 2)
 	}
 	l.fast.Store(f)
@@ -503,7 +506,15 @@ func (p Permit) release(s Signal, hold time.Duration) {
 	if s == SignalSuccess || s == SignalFailure {
 		l.ctl.admitted.record(now, l.drain(w))
 	}
-	l.ctl.learn(p.sample(), s, now)
+	smp := p.sample()
+	if p.flags&(permitHanded|permitFast|permitRateBound) == permitHanded && 2*int(p.n) >= l.ctl.slots() {
+		// Handed to a call by a dispatcher (see HandPermit), which asks
+		// for permits only with an operation ready to go, and catches
+		// up in bursts after each wait: a permit granted near the limit
+		// by the slow path binds, though the burst was granted below it.
+		smp.atLimit = true
+	}
+	l.ctl.learn(smp, s, now)
 	if s == SignalBackpressure && hold > 0 {
 		l.ctl.hold(now + min(hold, maxHold))
 	}

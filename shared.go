@@ -121,6 +121,13 @@ func (s *shared) admit(ctx context.Context, t *ticket) (refusal error) {
 	for {
 		b := s.breaker
 		if b != nil {
+			if !b.closed.Load() {
+				// A permit handed to the call would be held while the
+				// breaker holds the attempt: give it back first.
+				if p, ok := s.takeHanded(ctx); ok {
+					p.Release(SignalIgnore)
+				}
+			}
 			probe, held, err := b.admit(ctx.Done())
 			t.held += held
 			switch err {
@@ -134,6 +141,13 @@ func (s *shared) admit(ctx context.Context, t *ticket) (refusal error) {
 		}
 		if s.limiter == nil {
 			return nil
+		}
+		if p, ok := s.takeHanded(ctx); ok {
+			if t.held == 0 {
+				t.permit = p
+				return nil
+			}
+			p.Release(SignalIgnore) // held since it was handed
 		}
 		var err error
 		var since time.Time
