@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/seed32e55400/retries"
 )
 
 // dispatchAll takes the operations the pump reads and dispatches each,
@@ -121,6 +123,23 @@ func (r *run) dispatch(op *operation) {
 	case held:
 		r.results <- outcome{op: op, elem: op.public(), how: endHeldBack, release: true}
 	case turn:
+		if l := r.c.soleLimiter; l != nil {
+			// Wait for its first attempt's permit here, one operation at
+			// a time, so that the operations started are those that may
+			// go: each would otherwise wait for its permit on its sender,
+			// woken one release at a time. A permit freed while this
+			// goroutine comes back is taken at once. Not while a rate
+			// limit is on: the limiter then grants its waiters in
+			// batches, one wakeup for several, and this goroutine alone
+			// would be woken for every permit. A rate limit turns on or
+			// off seldom: it is looked at every 64 operations.
+			if op.seq&63 == 1 {
+				r.handPermits = l.Stats().Rate == 0
+			}
+			if r.handPermits {
+				op.permit, _ = l.Acquire(r.ctx) // ended: send tells it not sent
+			}
+		}
 		r.start(op)
 	}
 }
@@ -145,6 +164,10 @@ func (r *run) send(op *operation) {
 		o = outcome{op: op, elem: op.public(), how: endHeldBack}
 	default:
 		o = r.c.sendOp(r.ctx, r.sendCtx, r, op)
+	}
+	if op.permit != (retries.Permit{}) { // not sent: its permit was not taken
+		op.permit.Release(retries.SignalIgnore)
+		op.permit = retries.Permit{}
 	}
 	o.turn = true
 	r.results <- o

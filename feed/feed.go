@@ -53,8 +53,12 @@ type Client struct {
 	total            counts       // since New, Sends included
 	refusals         atomic.Int64 // retries the budget refused
 
-	sendSlots chan struct{}  // with a fixed concurrency, bounds the Sends in flight
-	sends     sync.WaitGroup // the Sends and Feeds running
+	sendSlots chan struct{} // with a fixed concurrency, bounds the Sends in flight
+	// soleLimiter is the limiter of the one endpoint, if there is one
+	// endpoint with a limiter: a Feed's dispatch takes each operation's
+	// first permit from it (see run.dispatch).
+	soleLimiter *retries.Limiter
+	sends       sync.WaitGroup // the Sends and Feeds running
 
 	mu      sync.Mutex
 	feeding bool                  // a Feed runs
@@ -106,6 +110,9 @@ func New(cfg Config) (*Client, error) {
 	c.transport = newConnPool(cfg, c.slots())
 	for _, raw := range urls {
 		c.endpoints = append(c.endpoints, c.newEndpoint(raw))
+	}
+	if len(c.endpoints) == 1 {
+		c.soleLimiter = c.endpoints[0].limiter
 	}
 	return c, nil
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/seed32e55400/retries"
 )
 
 // Kind is what a feed operation does to its document.
@@ -46,11 +48,12 @@ type operation struct {
 	condition  string // as Operation has them
 	create     bool
 	tag        any
-	seq        int64         // its place among the operations a feed took, from 1
-	run        *run          // the Feed it is an element of; nil for a Send
-	turn       chan struct{} // a Send's: closed when its turn on the document comes (see dispatcher)
-	nextUnsent *operation    // the one added before it to its run's unsent (see run.addUnsent)
-	held       bool          // a Feed's whose document is held back when its turn came (see run.send)
+	seq        int64          // its place among the operations a feed took, from 1
+	run        *run           // the Feed it is an element of; nil for a Send
+	turn       chan struct{}  // a Send's: closed when its turn on the document comes (see dispatcher)
+	nextUnsent *operation     // the one added before it to its run's unsent (see run.addUnsent)
+	held       bool           // a Feed's whose document is held back when its turn came (see run.send)
+	permit     retries.Permit // its first attempt's, taken by the Feed's dispatch (see run.dispatch); zero if none
 }
 
 // ID returns the operation's document id, as the input has it.

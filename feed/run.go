@@ -27,11 +27,14 @@ type run struct {
 	ops              sync.WaitGroup
 	work             chan *operation // to an idle sender
 	results          chan outcome    // to the hub
-	hubDone          chan struct{}   // closed when the hub returns
-	finished         chan struct{}   // closed when every operation of the run has ended
-	counts           counts
-	refusalsAt       int64 // the Client's budget refusals when the run began
-	responsesAt      int64 // the responses on the wire when the run began
+	// handPermits: the dispatch takes each operation's first permit (see
+	// dispatch); only the dispatching goroutine uses it
+	handPermits bool
+	hubDone     chan struct{} // closed when the hub returns
+	finished    chan struct{} // closed when every operation of the run has ended
+	counts      counts
+	refusalsAt  int64 // the Client's budget refusals when the run began
+	responsesAt int64 // the responses on the wire when the run began
 
 	firstOut atomic.Bool                // a request of the run went out (see requestOut)
 	watch    atomic.Pointer[time.Timer] // see requestOut

@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
+
+	"github.com/seed32e55400/retries"
 )
 
 // opKey is the context key of an operation's *opState.
@@ -85,6 +87,11 @@ func (s *opState) expire(cause error) {
 // moving it to another when its endpoint fails it (see detour and
 // redial), and returns what came of it, to finish.
 func (c *Client) sendOp(ctx, wire context.Context, r *run, op *operation) outcome {
+	var handed func()
+	if op.permit != (retries.Permit{}) {
+		ctx, handed = retries.HandPermit(ctx, op.permit)
+		op.permit = retries.Permit{}
+	}
 	st := newOpState(ctx, wire, r, op, c.cfg.Fence)
 	ctx = st
 	if r == nil {
@@ -107,6 +114,9 @@ func (c *Client) sendOp(ctx, wire context.Context, r *run, op *operation) outcom
 		}
 		if r == nil {
 			c.sending(st, false)
+		}
+		if handed != nil {
+			handed()
 		}
 		st.cancel(nil)
 	}()
