@@ -29,3 +29,31 @@ func ExampleLimiter() {
 	// 3 <nil>
 	// 1 2 0 true
 }
+
+// This example hands permits to calls, as a dispatcher does: it waits for
+// the limiter itself, then starts each call with its permit. The call's
+// first attempt takes the permit handed to it, so it does not wait for
+// another (with one permit at most in flight, it would wait for ever).
+func ExampleHandPermit() {
+	l := retries.NewLimiter(retries.LimiterConfig{MaxInFlight: 1})
+	p := retries.Throttle.Copy(retries.WithLimiter(l))
+
+	for i := range 2 {
+		permit, err := l.Acquire(context.Background()) // the dispatcher waits here
+		if err != nil {
+			return
+		}
+		ctx, done := retries.HandPermit(context.Background(), permit)
+		err = p.Do(ctx, func(context.Context) error {
+			fmt.Println("call", i, "in flight:", l.Stats().InFlight)
+			return nil
+		})
+		done() // releases the permit if no attempt took it
+		fmt.Println("call", i, err, "in flight:", l.Stats().InFlight)
+	}
+	// Output:
+	// call 0 in flight: 1
+	// call 0 <nil> in flight: 0
+	// call 1 in flight: 1
+	// call 1 <nil> in flight: 0
+}
