@@ -26,7 +26,6 @@ import (
 // 1.4 × wallMemory however many attempts made it.
 type wall struct {
 	buckets [wallBuckets]wallBucket
-	used    [wallBuckets]bool // a bucket has held evidence (at skips the others)
 }
 
 type wallBucket struct {
@@ -81,9 +80,7 @@ func (w *wall) record(n uint32, throttled bool, now time.Duration) {
 	if n == 0 || n >= wallTop {
 		return
 	}
-	i := wallIndex(n)
-	w.used[i] = true
-	b := w.bucket(i, now)
+	b := w.bucket(wallIndex(n), now)
 	if throttled {
 		b.throttled++
 	} else {
@@ -100,8 +97,8 @@ func (w *wall) record(n uint32, throttled bool, now time.Duration) {
 func (w *wall) at(share float64, now time.Duration) int {
 	need := max(wallShare, wallContrast*share)
 	for i := 1; i < wallBuckets; i++ {
-		if !w.used[i] {
-			continue
+		if b := &w.buckets[i]; b.ok+b.throttled == 0 {
+			continue // never held evidence: nothing to decay
 		}
 		b := w.bucket(i, now)
 		if sum := b.ok + b.throttled; sum >= wallMinWeight && b.throttled >= need*sum {
