@@ -121,7 +121,7 @@ func (r *run) dispatch(op *operation) {
 	}
 	switch turn, held := r.c.queues.join(op); {
 	case held:
-		r.results <- outcome{op: op, elem: op.public(), how: endHeldBack, release: true}
+		r.results <- outcome{op: op, elem: op.pub, how: endHeldBack, release: true}
 	case turn:
 		if l := r.c.soleLimiter; l != nil {
 			// Wait for its first attempt's permit here, one operation at
@@ -161,7 +161,7 @@ func (r *run) send(op *operation) {
 		r.addUnsent(op)
 		o = outcome{op: op, how: endNotSent, later: true}
 	case op.held:
-		o = outcome{op: op, elem: op.public(), how: endHeldBack}
+		o = outcome{op: op, elem: op.pub, how: endHeldBack}
 	default:
 		o = r.c.sendOp(r.ctx, r.sendCtx, r, op)
 	}

@@ -44,10 +44,13 @@ type operation struct {
 	// safe reports whether sending the operation twice leaves the
 	// document as sending it once does, so that a request whose outcome is
 	// unknown (a reset connection, a proxy's 502 or 504) may be repeated.
-	safe       bool
-	condition  string // as Operation has them
-	create     bool
-	tag        any
+	safe      bool
+	condition string // as Operation has them
+	create    bool
+	tag       any
+	// pub is the Operation it was prepared from, handed to the hooks and
+	// to done as it came (see prepare); zero in a parse.
+	pub        Operation
 	seq        int64          // its place among the operations a feed took, from 1
 	run        *run           // the Feed it is an element of; nil for a Send
 	turn       chan struct{}  // a Send's: closed when its turn on the document comes (see dispatcher)

@@ -108,12 +108,15 @@ func (op *operation) public() Operation {
 // format and parsed as Read would, so that the same rules apply to it. A
 // Feed or a Send writes its own state into what prepare returns, so it is
 // never the parse that o holds: the same Operation may be fed by several
-// Clients at once.
+// Clients at once. What the feed hands out of it (to done, to the hooks)
+// is o itself, never an Operation of the operation it returns: o.read is
+// only ever a parse, which no feed writes into, so an Operation fed
+// again, by the same Client or another, starts afresh.
 func prepare(o Operation) (*operation, error) {
 	if op := o.read; op != nil && op.kind == o.Kind && op.id == o.ID && op.condition == o.Condition &&
 		op.create == o.Create && op.line == o.Line && op.off == o.Offset && sameBytes(op.body, o.Fields) {
 		c := *op
-		c.tag = o.Tag
+		c.tag, c.pub = o.Tag, o
 		return &c, nil
 	}
 	switch {
@@ -150,7 +153,7 @@ func prepare(o Operation) (*operation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid operation: %v", err)
 	}
-	op.off, op.tag = o.Offset, o.Tag
+	op.off, op.tag, op.pub = o.Offset, o.Tag, o
 	return op, nil
 }
 

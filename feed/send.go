@@ -121,7 +121,7 @@ func (c *Client) sendOp(ctx, wire context.Context, r *run, op *operation) outcom
 		st.cancel(nil)
 	}()
 	if !op.safe && c.cfg.BeforeUnsafe != nil {
-		if err := c.cfg.BeforeUnsafe(ctx, op.public()); err != nil {
+		if err := c.cfg.BeforeUnsafe(ctx, op.pub); err != nil {
 			switch {
 			case errors.Is(err, ErrNotSent): // the caller keeps it
 				return c.end(r, op, st, verdict{how: endKept, cause: err})
@@ -160,7 +160,7 @@ func (st *opState) lifetime() func() bool {
 	if st.fence == nil {
 		return nil
 	}
-	life := st.fence.Lifetime(st.op.public())
+	life := st.fence.Lifetime(st.op.pub)
 	if life == nil {
 		return nil
 	}
@@ -205,7 +205,7 @@ func (c *Client) end(r *run, op *operation, st *opState, v verdict) outcome {
 	}
 	var elem Operation
 	if r != nil {
-		elem = op.public()
+		elem = op.pub
 	}
 	return outcome{op: op, elem: elem, how: how, res: res, cause: v.cause}
 }

@@ -86,3 +86,71 @@ func TestSameOperationsTwoClients(t *testing.T) {
 		t.Errorf("the good server applied %d puts, want %d", n, puts)
 	}
 }
+
+// TestFeedAgainWhatDoneGot: the Operations a Feed's done was handed, fed
+// again by another Client, are sent as any Operation is: what one Feed did
+// with them (a document held back, a place in its feed) does not come with
+// them. done used to get an Operation that remembered the Feed's own
+// record, and feeding it again copied that record: the puts held back in
+// the first Feed were all held back again, none sent.
+func TestFeedAgainWhatDoneGot(t *testing.T) {
+	t.Parallel()
+	const puts = 40
+	var in strings.Builder
+	for i := range puts {
+		fmt.Fprintf(&in, `{"put":"id:ns:d::%d","fields":{"n":%d}}`+"\n", i%4, i)
+	}
+	// Document 1's first put is refused once the other documents' puts
+	// are all in: by then its later puts wait in its queue behind it, and
+	// are held back as their turn comes.
+	others, in3 := make(chan struct{}), 0
+	var mu sync.Mutex
+	bad := feedtest.New(t, func(r *http.Request, _ int) int {
+		if strings.HasSuffix(r.URL.Path, "/docid/1") {
+			<-others
+			return http.StatusBadRequest
+		}
+		mu.Lock()
+		if in3++; in3 == puts-puts/4 {
+			close(others)
+		}
+		mu.Unlock()
+		return 0
+	})
+	c, err := New(Config{URL: bad.URL, Concurrency: puts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var again []Operation // the puts held back
+	c.Feed(t.Context(), Read(strings.NewReader(in.String())), func(o Operation, _ Result, err error) {
+		if errors.Is(err, ErrHeldBack) {
+			again = append(again, o)
+		}
+	})
+	if len(again) != puts/4-1 {
+		t.Fatalf("the first feed held back %d operations, want %d", len(again), puts/4-1)
+	}
+	good := feedtest.New(t, nil)
+	c2, err := New(Config{URL: good.URL, Concurrency: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	seq := func(yield func(Operation, error) bool) {
+		for _, o := range again {
+			if !yield(o, nil) {
+				return
+			}
+		}
+	}
+	var failed []string
+	c2.Feed(t.Context(), seq, func(o Operation, _ Result, err error) {
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("line %d: %v", o.Line, err))
+		}
+	})
+	if len(failed) > 0 || len(good.Applied()) != len(again) {
+		t.Errorf("fed again: %d applied, failed %q; want all %d applied", len(good.Applied()), failed, len(again))
+	}
+}

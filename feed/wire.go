@@ -156,7 +156,7 @@ func (t wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errors.New("feed: a request without an operation")
 	}
 	if st.fence != nil {
-		if err := st.fence.Admit(req.Context(), st.op.public()); err != nil {
+		if err := st.fence.Admit(req.Context(), st.op.pub); err != nil {
 			return nil, &fenceError{err}
 		}
 	}
