@@ -3,6 +3,7 @@ package feed
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -249,4 +250,33 @@ func requestParams(cfg Config) string {
 		q.Set("dryRun", "true")
 	}
 	return q.Encode()
+}
+
+// Compression says which request bodies go out gzipped.
+type Compression int
+
+const (
+	// CompressAuto gzips bodies over compressAbove bytes, as Vespa's
+	// clients do.
+	CompressAuto Compression = iota
+	// CompressNone sends every body as it is.
+	CompressNone
+	// CompressGzip gzips every body.
+	CompressGzip
+)
+
+// compressAbove is the body size above which CompressAuto gzips.
+const compressAbove = 512
+
+// ParseCompression reads "auto", "gzip" or "none".
+func ParseCompression(s string) (Compression, error) {
+	switch s {
+	case "auto":
+		return CompressAuto, nil
+	case "none":
+		return CompressNone, nil
+	case "gzip":
+		return CompressGzip, nil
+	}
+	return 0, fmt.Errorf("%q: want auto, gzip or none", s)
 }

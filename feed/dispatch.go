@@ -4,12 +4,116 @@ import (
 	"context"
 	"errors"
 	"io"
+	"iter"
 	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/seed32e55400/retries"
 )
+
+// readItem is what the pump read: an operation, or an error with the
+// Operation it came with.
+type readItem struct {
+	op    *operation
+	err   error
+	pub   Operation // with err: what ops yielded with it
+	after inputPos  // where the input after op or an *OperationError starts; line 0 if unknown
+}
+
+// pump hands what ops yields, each Operation prepared, to the dispatching
+// goroutine from a goroutine of its own, so that an interrupt ends the
+// feed even while a read blocks (a quiet pipe on stdin); that goroutine
+// then stays blocked until the process exits. An element that ops yields
+// is taken (its yield returns true) exactly when it reaches the feed:
+// handed over, or held when the feed stopped taking input (see end).
+type pump struct {
+	items chan readItem
+	stop  chan struct{}
+	left  chan readItem // the element held when stop closed
+
+	// state counts the elements the pump took in hand, with pumpClosed
+	// set once the feed takes no more (ops is told to stop): one word, so
+	// that end knows at once whether an element is in hand.
+	state atomic.Uint64
+	taken uint64 // the elements the feed received; only the feed's goroutine uses it
+}
+
+// pumpClosed is the bit of pump.state set by end.
+const pumpClosed = 1 << 63
+
+func newPump() *pump {
+	return &pump{items: make(chan readItem), stop: make(chan struct{}), left: make(chan readItem, 1)}
+}
+
+// run yields ops to the feed, until ops ends (then io.EOF) or the feed
+// takes no more.
+func (p *pump) run(ops iter.Seq2[Operation, error]) {
+	for o, err := range ops {
+		it := readItem{err: err, pub: o}
+		var bad *OperationError
+		switch {
+		case err == nil:
+			if it.op, err = prepare(o); err != nil {
+				it.err = &OperationError{Line: o.Line, Err: err}
+			} else {
+				it.after = it.op.after
+			}
+		case errors.As(err, &bad):
+			it.after = bad.after
+		}
+		if !p.give(it) {
+			return
+		}
+	}
+	p.give(readItem{err: io.EOF})
+}
+
+// give hands it to the feed, or, when the feed stopped taking input while
+// give waited, leaves it for end; it reports false when the feed had
+// stopped before it came: then it is not taken, and ops is told to stop.
+func (p *pump) give(it readItem) bool {
+	for {
+		s := p.state.Load()
+		if s&pumpClosed != 0 {
+			return false
+		}
+		if p.state.CompareAndSwap(s, s+1) {
+			break
+		}
+	}
+	select {
+	case p.items <- it:
+	case <-p.stop:
+		p.left <- it // taken: end hands it to the feed
+	}
+	return true
+}
+
+// next returns the next element, or false when done ends first.
+func (p *pump) next(done <-chan struct{}) (readItem, bool) {
+	select {
+	case it := <-p.items:
+		p.taken++
+		return it, true
+	case <-done:
+		return readItem{}, false
+	}
+}
+
+// end stops the pump, and returns the element it held, if any: taken from
+// ops but not handed over.
+func (p *pump) end() (readItem, bool) {
+	held := p.state.Or(pumpClosed)
+	if held&pumpClosed != 0 {
+		return readItem{}, false
+	}
+	close(p.stop)
+	if held == p.taken {
+		return readItem{}, false
+	}
+	return <-p.left, true
+}
 
 // dispatchAll takes the operations the pump reads and dispatches each,
 // until the input ends or the run's context ends. While the feed is

@@ -107,7 +107,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.ProgressOut != nil {
 		c.progressOut = &lockedWriter{w: cfg.ProgressOut}
 	}
-	c.transport = newConnPool(cfg, c.slots())
+	c.transport = newConnPool(cfg, c.slots(), &c.wire)
 	for _, raw := range urls {
 		c.endpoints = append(c.endpoints, c.newEndpoint(raw))
 	}
@@ -145,7 +145,7 @@ func (c *Client) newEndpoint(raw string) *endpoint {
 		e.limiter = retries.NewLimiter(retries.LimiterConfig{MaxInFlight: cfg.MaxInFlight})
 		inner = inner.Copy(retries.WithLimiter(e.limiter))
 	}
-	wire := wireCounter{base: c.transport, s: &c.wire, attempts: c.attemptTimeouts}
+	wire := opWire{pool: c.transport, attempts: c.attemptTimeouts}
 	client := func(pred retries.Predicate) http.RoundTripper {
 		// The inner layer also retries, while the breaker is open, what
 		// the outer one would: it waits the outage out, and the outer

@@ -1,9 +1,11 @@
 package feed
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -413,4 +415,100 @@ func (r *opReader) next() (*operation, error) {
 	}
 	op.off, op.after = r.s.start.off, r.s.after
 	return op, nil
+}
+
+// read yields what the reader that open returns reads, opening one for
+// each iteration.
+func read(open func() *opReader) iter.Seq2[Operation, error] {
+	return func(yield func(Operation, error) bool) {
+		rd := open()
+		for {
+			op, err := rd.next()
+			switch {
+			case err == io.EOF:
+				return
+			case err != nil:
+				var bad *OperationError
+				if !yield(Operation{}, err) || !errors.As(err, &bad) {
+					return
+				}
+			default:
+				if !yield(op.public(), nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// public returns op as an Operation, which remembers op.
+func (op *operation) public() Operation {
+	o := Operation{Kind: op.kind, ID: op.id, Condition: op.condition, Create: op.create, Line: op.line, Offset: op.off, Tag: op.tag, read: op}
+	if op.body != nil {
+		o.Fields = op.body[len(`{"fields":`) : len(op.body)-1 : len(op.body)-1]
+	}
+	return o
+}
+
+// prepare returns o ready to send, an operation of its own: a copy of what
+// Read parsed if o still says the same, or else o written in the feed
+// format and parsed as Read would, so that the same rules apply to it. A
+// Feed or a Send writes its own state into what prepare returns, so it is
+// never the parse that o holds: the same Operation may be fed by several
+// Clients at once. What the feed hands out of it (to done, to the hooks)
+// is o itself, never an Operation of the operation it returns: o.read is
+// only ever a parse, which no feed writes into, so an Operation fed
+// again, by the same Client or another, starts afresh.
+func prepare(o Operation) (*operation, error) {
+	if op := o.read; op != nil && op.kind == o.Kind && op.id == o.ID && op.condition == o.Condition &&
+		op.create == o.Create && op.line == o.Line && op.off == o.Offset && sameBytes(op.body, o.Fields) {
+		c := *op
+		c.tag, c.pub = o.Tag, o
+		return &c, nil
+	}
+	switch {
+	case o.Kind < Put || o.Kind > Remove:
+		return nil, fmt.Errorf("invalid operation: unknown kind %d", int(o.Kind))
+	case !utf8.ValidString(o.ID) || !utf8.ValidString(o.Condition):
+		// json.Marshal would make U+FFFD of the invalid bytes.
+		return nil, errors.New("invalid operation: the id or the condition is not valid UTF-8")
+	case o.Fields != nil && !json.Valid(o.Fields):
+		// parseOp checks the operation's keys and values, not its syntax.
+		return nil, errors.New("invalid operation: the fields are not valid JSON")
+	}
+	id, err := json.Marshal(o.ID)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, 64+len(o.ID)+len(o.Condition)+len(o.Fields))
+	b = append(append(append(append(b, `{"`...), o.Kind.String()...), `":`...), id...)
+	if o.Condition != "" {
+		c, err := json.Marshal(o.Condition)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, `,"condition":`...), c...)
+	}
+	if o.Create {
+		b = append(b, `,"create":true`...)
+	}
+	if o.Fields != nil {
+		b = append(append(b, `,"fields":`...), o.Fields...)
+	}
+	b = append(b, '}')
+	op, err := parseOp(b, o.Line)
+	if err != nil {
+		return nil, fmt.Errorf("invalid operation: %v", err)
+	}
+	op.off, op.tag, op.pub = o.Offset, o.Tag, o
+	return op, nil
+}
+
+// sameBytes reports whether a body holds exactly fields, as public made it.
+func sameBytes(body []byte, fields json.RawMessage) bool {
+	if body == nil || fields == nil {
+		return body == nil && fields == nil
+	}
+	n := len(body) - len(`{"fields":}`)
+	return len(fields) == n && n > 0 && &fields[0] == &body[len(`{"fields":`)]
 }

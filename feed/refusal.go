@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"time"
 )
 
 // refusedFirst is how many operations in a row, from the start of a feed
@@ -83,32 +82,5 @@ func (r *run) stopSetup(msg string) {
 	if r.stop(&setupStop{msg: msg}, false) {
 		r.c.out.logf("stopping: %s\n", msg)
 		r.c.event(slog.LevelError, "feed: stopping: wrong setup", slog.String("error", msg))
-	}
-}
-
-// requestOut is called as each request of the run goes out. At the first,
-// it starts the watch that stops the feed if no request has had a
-// response Config.FirstResponse later: a wrong host or port, or a server
-// that never answers. (A feed waiting for its input sends nothing, and is
-// not stopped.)
-func (r *run) requestOut() {
-	c := r.c
-	if c.cfg.FirstResponse <= 0 || r.firstOut.Load() || !r.firstOut.CompareAndSwap(false, true) {
-		return
-	}
-	// A watch started after endWatch (a request of the feed's end) does
-	// nothing.
-	r.watch.Store(time.AfterFunc(c.cfg.FirstResponse, func() {
-		if !r.watchEnd.Load() && c.wire.responses.Load() == r.responsesAt {
-			r.stopSetup(fmt.Sprintf("no request got a response in %v (%s): check -url", c.cfg.FirstResponse, c.wire.failure()))
-		}
-	}))
-}
-
-// endWatch ends the watch of requestOut.
-func (r *run) endWatch() {
-	r.watchEnd.Store(true)
-	if t := r.watch.Load(); t != nil {
-		t.Stop()
 	}
 }

@@ -2,19 +2,28 @@ package feed
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/seed32e55400/retries"
 )
+
+// An operation's life, in the order it goes: sendOp owns it from the
+// dispatch to its outcome, with its stays on endpoints (sendTo), each
+// stay's request (newRequest) and that request's attempts on the wire
+// (opWire, request) under the retrying clients, then what a round's
+// failure comes to (classifyError, again) and its outcome (end). The
+// timeouts queue at the end holds its deadline and its requests'.
 
 // opKey is the context key of an operation's *opState.
 type opKey struct{}
@@ -177,39 +186,6 @@ type verdict struct {
 	trace  string
 }
 
-// end returns the outcome of op, which ended with v. An operation that
-// failed because the feed stopped before a request of it went out is not
-// sent: it is told at the end, in input order (later); one not safe to
-// repeat whose request may have been applied has an unknown outcome.
-func (c *Client) end(r *run, op *operation, st *opState, v verdict) outcome {
-	res := Result{Status: v.status, Attempts: int(st.attempts.Load()), Message: v.msg, Trace: v.trace}
-	how := v.how
-	if how == endFailed {
-		// Declared here, not in the if above: the target escapes, and an
-		// acknowledged operation should not pay its allocation.
-		if fe := (*fenceError)(nil); errors.As(v.cause, &fe) {
-			v.cause = fe.err // refused before a request, or halted as it waited
-			if errors.Is(fe.err, ErrNotSent) {
-				how = endKept
-			}
-		}
-	}
-	if how == endFailed {
-		if r != nil && res.Attempts == 0 && r.ctx.Err() != nil && errors.Is(v.cause, stopCause(r.ctx)) {
-			r.addUnsent(op)
-			return outcome{op: op, how: endNotSent, res: res, later: true}
-		}
-		if st.unknown(op) {
-			how = endUnknown
-		}
-	}
-	var elem Operation
-	if r != nil {
-		elem = op.pub
-	}
-	return outcome{op: op, elem: elem, how: how, res: res, cause: v.cause}
-}
-
 // sendTo sends op to e, and says what came of it: acknowledged, failed,
 // or moved away to be sent again (see detour and redial).
 func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opState) verdict {
@@ -265,6 +241,210 @@ func (c *Client) sendTo(ctx context.Context, e *endpoint, op *operation, st *opS
 	return v
 }
 
+// newRequest returns the request of op to e: its method, URL with the
+// feed's parameters, headers and body, gzipped as Config.Compression says.
+func (c *Client) newRequest(ctx context.Context, e *endpoint, op *operation) (*http.Request, error) {
+	var body io.Reader
+	header := e.header[noBody]
+	if op.body != nil {
+		b, gzipped := wireBody(op.body, c.cfg.Compression)
+		body = bytes.NewReader(b)
+		header = e.header[jsonBody]
+		if gzipped {
+			header = e.header[gzipBody]
+		}
+	}
+	target := e.base + op.path
+	switch {
+	case c.params == "":
+	case strings.Contains(op.path, "?"):
+		target = e.base + op.path + "&" + c.params
+	default:
+		target = e.base + op.path + "?" + c.params
+	}
+	req, err := http.NewRequestWithContext(ctx, op.kind.method(), target, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header = header
+	if h := c.cfg.Header.Get("Host"); h != "" {
+		req.Host = h
+	}
+	return req, nil
+}
+
+// gzippers are reused gzip writers, at gzip.BestSpeed: feed bodies are JSON,
+// which the fastest level already shrinks several times.
+var gzippers = sync.Pool{New: func() any {
+	w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
+	return w
+}}
+
+// wireBody returns the body to send for op under c, and whether it is
+// gzipped. It is computed once per operation: every attempt, retries
+// included, sends the same bytes.
+func wireBody(body []byte, c Compression) ([]byte, bool) {
+	if c == CompressNone || c == CompressAuto && len(body) <= compressAbove {
+		return body, false
+	}
+	var b bytes.Buffer
+	b.Grow(len(body) / 3)
+	zw := gzippers.Get().(*gzip.Writer)
+	zw.Reset(&b)
+	_, _ = zw.Write(body) // a bytes.Buffer does not fail
+	_ = zw.Close()
+	gzippers.Put(zw)
+	return b.Bytes(), true
+}
+
+// The headers of an endpoint's requests, by their body.
+const (
+	noBody = iota
+	jsonBody
+	gzipBody
+)
+
+// requestHeaders returns the headers of the requests to the endpoint at
+// u, by their body (noBody, jsonBody, gzipBody): Config.Header, and the
+// basic authorization of u's user, if any, as an http.Client would add.
+// Every request shares them: neither the transports nor the retrying
+// clients modify a request's header (a retry sends a clone).
+func requestHeaders(h http.Header, u *url.URL) [3]http.Header {
+	base := h.Clone()
+	if base == nil {
+		base = http.Header{}
+	}
+	if u.User != nil && base.Get("Authorization") == "" {
+		pw, _ := u.User.Password()
+		auth := u.User.Username() + ":" + pw
+		base.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(auth)))
+	}
+	json := base.Clone()
+	json["Content-Type"] = []string{"application/json"}
+	gz := json.Clone()
+	gz["Content-Encoding"] = []string{"gzip"}
+	return [3]http.Header{noBody: base, jsonBody: json, gzipBody: gz}
+}
+
+// opWire is the base RoundTripper of the retrying Transports: it sends
+// each request of an operation under a context of its own (see opState),
+// within Config.AttemptTimeout, through the connection pool, which counts
+// what goes on the wire.
+type opWire struct {
+	pool     *connPool
+	attempts *timeouts // Config.AttemptTimeout's; nil without one
+}
+
+func (t opWire) RoundTrip(req *http.Request) (*http.Response, error) {
+	st, _ := req.Context().Value(opKey{}).(*opState)
+	if st == nil {
+		return nil, errors.New("feed: a request without an operation")
+	}
+	if st.fence != nil {
+		if err := st.fence.Admit(req.Context(), st.op.pub); err != nil {
+			return nil, &fenceError{err}
+		}
+	}
+	rq := &request{op: st, n: &t.pool.s.responseBytes}
+	rq.ctx, rq.cancel = context.WithCancelCause(st.wire)
+	// Stored before the look at the operation's context, which its
+	// timeout ends before it looks here: one of the two sees the other.
+	st.onWire.Store(rq)
+	if req.Context().Err() != nil { // halted, or moved: nothing goes out
+		rq.leave()
+		return nil, context.Cause(req.Context())
+	}
+	if st.run != nil {
+		st.run.requestOut()
+	}
+	if st.attempts.Add(1) > 1 {
+		t.pool.s.retries.Add(1)
+	}
+	if t.attempts != nil {
+		t.attempts.track(&rq.deadline, rq)
+	}
+	resp, load, err := t.pool.roundTrip(req.WithContext(rq.ctx))
+	if t.attempts != nil {
+		t.attempts.untrack(&rq.deadline)
+	}
+	if err != nil {
+		timedOut := context.Cause(rq.ctx) == errAttemptTimeout
+		rq.leave()
+		if !isDialError(err) {
+			st.maybeApplied.Store(true)
+		}
+		if timedOut {
+			return nil, &attemptTimeout{d: t.attempts.timeout}
+		}
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusGatewayTimeout:
+		st.maybeApplied.Store(true)
+	}
+	rq.ReadCloser, rq.load = resp.Body, load
+	resp.Body = rq
+	return resp, nil
+}
+
+// request is a request of an operation on the wire, and its response's
+// body: its context ends when the body is read to its end or closed, when
+// Config.AttemptTimeout runs out before the response header, when the
+// operation's Config.Timeout runs out, or when the wire's context ends.
+type request struct {
+	io.ReadCloser // the response body
+	ctx           context.Context
+	cancel        context.CancelCauseFunc
+	op            *opState
+	n             *atomic.Int64 // the response bytes read
+	load          *atomic.Int64 // its transport's load (see connPool.roundTrip); nil before a response
+	deadline      deadline      // its place in opWire.attempts
+	left          atomic.Bool
+}
+
+// expire ends the request: its Config.AttemptTimeout ran out.
+func (rq *request) expire(cause error) { rq.cancel(cause) }
+
+func (rq *request) Read(p []byte) (int, error) {
+	n, err := rq.ReadCloser.Read(p)
+	rq.n.Add(int64(n))
+	if err != nil {
+		rq.leave()
+	}
+	return n, err
+}
+
+func (rq *request) Close() error {
+	err := rq.ReadCloser.Close()
+	rq.leave()
+	return err
+}
+
+// leave ends the request, once: it is off the wire.
+func (rq *request) leave() {
+	if rq.left.CompareAndSwap(false, true) {
+		rq.op.onWire.CompareAndSwap(rq, nil)
+		rq.cancel(nil)
+		if rq.load != nil {
+			rq.load.Add(-1)
+		}
+	}
+}
+
+// errAttemptTimeout is the cause of a request's end when
+// Config.AttemptTimeout ran out before its response header.
+var errAttemptTimeout = errors.New("attempt timed out")
+
+// attemptTimeout is the error of a request that ran out of
+// Config.AttemptTimeout: it matches retries.ErrAttemptTimeout (the
+// breaker counts it) and reports a timeout, as the retrying clients'
+// own did.
+type attemptTimeout struct{ d time.Duration }
+
+func (e *attemptTimeout) Error() string        { return "attempt timed out after " + e.d.String() }
+func (e *attemptTimeout) Is(target error) bool { return target == retries.ErrAttemptTimeout }
+func (e *attemptTimeout) Timeout() bool        { return true }
+
 // classifyError says what an error from the retrying clients comes to:
 // a move to an endpoint again, or a failure.
 func (c *Client) classifyError(ctx context.Context, e *endpoint, op *operation, st *opState, err error) verdict {
@@ -315,83 +495,199 @@ func (c *Client) again(ctx context.Context, e *endpoint, op *operation, st *opSt
 	return c.detour(ctx, e, op, st, v, err) || c.redial(ctx, op, st, err) || c.outlast(ctx, e, op, st, v, err)
 }
 
-// newRequest returns the request of op to e: its method, URL with the
-// feed's parameters, headers and body, gzipped as Config.Compression says.
-func (c *Client) newRequest(ctx context.Context, e *endpoint, op *operation) (*http.Request, error) {
-	var body io.Reader
-	header := e.header[noBody]
-	if op.body != nil {
-		b, gzipped := wireBody(op.body, c.cfg.Compression)
-		body = bytes.NewReader(b)
-		header = e.header[jsonBody]
-		if gzipped {
-			header = e.header[gzipBody]
+// end returns the outcome of op, which ended with v. An operation that
+// failed because the feed stopped before a request of it went out is not
+// sent: it is told at the end, in input order (later); one not safe to
+// repeat whose request may have been applied has an unknown outcome.
+func (c *Client) end(r *run, op *operation, st *opState, v verdict) outcome {
+	res := Result{Status: v.status, Attempts: int(st.attempts.Load()), Message: v.msg, Trace: v.trace}
+	how := v.how
+	if how == endFailed {
+		// Declared here, not in the if above: the target escapes, and an
+		// acknowledged operation should not pay its allocation.
+		if fe := (*fenceError)(nil); errors.As(v.cause, &fe) {
+			v.cause = fe.err // refused before a request, or halted as it waited
+			if errors.Is(fe.err, ErrNotSent) {
+				how = endKept
+			}
 		}
 	}
-	target := e.base + op.path
-	switch {
-	case c.params == "":
-	case strings.Contains(op.path, "?"):
-		target = e.base + op.path + "&" + c.params
-	default:
-		target = e.base + op.path + "?" + c.params
+	if how == endFailed {
+		if r != nil && res.Attempts == 0 && r.ctx.Err() != nil && errors.Is(v.cause, stopCause(r.ctx)) {
+			r.addUnsent(op)
+			return outcome{op: op, how: endNotSent, res: res, later: true}
+		}
+		if st.unknown(op) {
+			how = endUnknown
+		}
 	}
-	req, err := http.NewRequestWithContext(ctx, op.kind.method(), target, body)
-	if err != nil {
-		return nil, err
+	var elem Operation
+	if r != nil {
+		elem = op.pub
 	}
-	req.Header = header
-	if h := c.cfg.Header.Get("Host"); h != "" {
-		req.Host = h
-	}
-	return req, nil
+	return outcome{op: op, elem: elem, how: how, res: res, cause: v.cause}
 }
 
-// The headers of an endpoint's requests, by their body.
-const (
-	noBody = iota
-	jsonBody
-	gzipBody
-)
-
-// requestHeaders returns the headers of the requests to the endpoint at
-// u, by their body (noBody, jsonBody, gzipBody): Config.Header, and the
-// basic authorization of u's user, if any, as an http.Client would add.
-// Every request shares them: neither the transports nor the retrying
-// clients modify a request's header (a retry sends a clone).
-func requestHeaders(h http.Header, u *url.URL) [3]http.Header {
-	base := h.Clone()
-	if base == nil {
-		base = http.Header{}
-	}
-	if u.User != nil && base.Get("Authorization") == "" {
-		pw, _ := u.User.Password()
-		auth := u.User.Username() + ":" + pw
-		base.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(auth)))
-	}
-	json := base.Clone()
-	json["Content-Type"] = []string{"application/json"}
-	gz := json.Clone()
-	gz["Content-Encoding"] = []string{"gzip"}
-	return [3]http.Header{noBody: base, jsonBody: json, gzipBody: gz}
-}
-
-// tlsStop is the cause of every operation's end after a TLS error.
-type tlsStop struct{ err error }
-
-func (e *tlsStop) Error() string { return "stopped by a TLS error: " + e.err.Error() }
-
-// stopOnTLS ends the feed of r, if any, at the first TLS error: every
-// later attempt would fail the same way.
-func (c *Client) stopOnTLS(r *run, err error) {
-	if r == nil {
-		r = c.running.Load()
-	}
-	if r == nil {
+// requestOut is called as each request of the run goes out. At the first,
+// it starts the watch that stops the feed if no request has had a
+// response Config.FirstResponse later: a wrong host or port, or a server
+// that never answers. (A feed waiting for its input sends nothing, and is
+// not stopped.)
+func (r *run) requestOut() {
+	c := r.c
+	if c.cfg.FirstResponse <= 0 || r.firstOut.Load() || !r.firstOut.CompareAndSwap(false, true) {
 		return
 	}
-	if e := (&tlsStop{err: err}); r.stop(e, true) {
-		c.out.logf("stopping: TLS: %v\n", err)
-		c.event(slog.LevelError, "feed: stopping: TLS", slog.String("error", err.Error()))
+	// A watch started after endWatch (a request of the feed's end) does
+	// nothing.
+	r.watch.Store(time.AfterFunc(c.cfg.FirstResponse, func() {
+		if !r.watchEnd.Load() && c.wire.responses.Load() == r.responsesAt {
+			r.stopSetup(fmt.Sprintf("no request got a response in %v (%s): check -url", c.cfg.FirstResponse, c.wire.failure()))
+		}
+	}))
+}
+
+// endWatch ends the watch of requestOut.
+func (r *run) endWatch() {
+	r.watchEnd.Store(true)
+	if t := r.watch.Load(); t != nil {
+		t.Stop()
+	}
+}
+
+// expirer is what a deadline ends: an operation (Config.Timeout) or a
+// request on the wire (Config.AttemptTimeout).
+type expirer interface{ expire(cause error) }
+
+// deadline is one place in a timeouts queue.
+type deadline struct {
+	start      time.Time
+	base       time.Duration // the queue's held time at start
+	owner      expirer
+	prev, next *deadline
+	queued     bool
+}
+
+// timeouts ends each tracked owner with cause once it has been tracked for
+// timeout, not counting the time the queue is held (the feed's pauses,
+// for Config.Timeout), unless it is untracked first. Every owner has the
+// same timeout, so their deadlines come in the order they were tracked (a
+// hold moves a later deadline at least as far as an earlier one): one
+// queue, in that order, and one timer, set for its first, serve all of
+// them, where a timer each would cost an AfterFunc and its allocations per
+// operation. A timer that runs out while the queue is held is looked at
+// again when it is released.
+type timeouts struct {
+	timeout time.Duration
+	cause   error
+
+	mu          sync.Mutex
+	first, last *deadline
+	timer       *time.Timer
+	held        bool
+	since       time.Time     // the start of the current hold
+	total       time.Duration // held so far, the current hold excluded
+}
+
+// clock returns the time held so far at now. q.mu is held.
+func (q *timeouts) clock(now time.Time) time.Duration {
+	if q.held {
+		return q.total + now.Sub(q.since)
+	}
+	return q.total
+}
+
+// track starts d's timeout, for owner.
+func (q *timeouts) track(d *deadline, owner expirer) {
+	now := time.Now()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	*d = deadline{start: now, base: q.clock(now), owner: owner, prev: q.last, queued: true}
+	if q.last != nil {
+		q.last.next = d
+	} else {
+		q.first = d
+	}
+	q.last = d
+	switch {
+	case q.timer == nil:
+		q.timer = time.AfterFunc(q.timeout, q.expire)
+	case d == q.first && !q.held:
+		q.timer.Reset(q.timeout)
+	}
+}
+
+// untrack ends d's timeout, if it has not run out.
+func (q *timeouts) untrack(d *deadline) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.unlink(d)
+}
+
+// unlink takes d out of the queue. q.mu is held.
+func (q *timeouts) unlink(d *deadline) {
+	if !d.queued {
+		return
+	}
+	if d.prev != nil {
+		d.prev.next = d.next
+	} else {
+		q.first = d.next
+	}
+	if d.next != nil {
+		d.next.prev = d.prev
+	} else {
+		q.last = d.prev
+	}
+	d.prev, d.next, d.queued = nil, nil, false
+}
+
+// hold stops the clock at now: the time until release does not count.
+func (q *timeouts) hold(now time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.held {
+		q.held, q.since = true, now
+	}
+}
+
+// release starts the clock again at now, and ends what ran out meanwhile.
+func (q *timeouts) release(now time.Time) {
+	q.mu.Lock()
+	if !q.held {
+		q.mu.Unlock()
+		return
+	}
+	q.held, q.total = false, q.total+now.Sub(q.since)
+	q.endDue(now) // unlocks
+}
+
+// expire runs when the timer runs out.
+func (q *timeouts) expire() {
+	q.mu.Lock()
+	if q.held { // release looks again
+		q.mu.Unlock()
+		return
+	}
+	q.endDue(time.Now()) // unlocks
+}
+
+// endDue takes out the owners at the head of the queue whose timeout has
+// run out at now, sets the timer for the first one left, unlocks q.mu, and
+// ends them, with no lock held.
+func (q *timeouts) endDue(now time.Time) {
+	var due []expirer
+	for d := q.first; d != nil; d = q.first {
+		ran := now.Sub(d.start) - (q.total - d.base)
+		if ran < q.timeout {
+			q.timer.Reset(q.timeout - ran)
+			break
+		}
+		q.unlink(d)
+		due = append(due, d.owner)
+	}
+	q.mu.Unlock()
+	for _, o := range due {
+		o.expire(q.cause)
 	}
 }

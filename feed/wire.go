@@ -2,11 +2,11 @@ package feed
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -16,8 +16,9 @@ import (
 	"github.com/seed32e55400/retries/internal/redact"
 )
 
-// wireStats are the counts of what went on the wire, kept by a
-// wireCounter below the retrying Transports, so that every attempt counts.
+// wireStats are the counts of what went on the wire, kept by the
+// connection pool at the bottom of the retrying Transports, so that every
+// attempt counts.
 type wireStats struct {
 	requests, requestBytes   atomic.Int64
 	exceptions               atomic.Int64 // requests that got no response
@@ -86,136 +87,6 @@ func (s *wireStats) latency() (lo, avg, hi time.Duration, codes map[int]int64) {
 	return time.Duration(s.latencyMin.Load()), avg, time.Duration(s.latMax.Load()), codes
 }
 
-// request is a request of an operation on the wire, and its response's
-// body: its context ends when the body is read to its end or closed, when
-// Config.AttemptTimeout runs out before the response header, when the
-// operation's Config.Timeout runs out, or when the wire's context ends.
-type request struct {
-	io.ReadCloser // the response body
-	ctx           context.Context
-	cancel        context.CancelCauseFunc
-	op            *opState
-	n             *atomic.Int64 // the response bytes read
-	deadline      deadline      // its place in the wireCounter's attempts
-	left          atomic.Bool
-}
-
-// expire ends the request: its Config.AttemptTimeout ran out.
-func (rq *request) expire(cause error) { rq.cancel(cause) }
-
-func (rq *request) Read(p []byte) (int, error) {
-	n, err := rq.ReadCloser.Read(p)
-	rq.n.Add(int64(n))
-	if err != nil {
-		rq.leave()
-	}
-	return n, err
-}
-
-func (rq *request) Close() error {
-	err := rq.ReadCloser.Close()
-	rq.leave()
-	return err
-}
-
-// leave ends the request, once: it is off the wire.
-func (rq *request) leave() {
-	if rq.left.CompareAndSwap(false, true) {
-		rq.op.onWire.CompareAndSwap(rq, nil)
-		rq.cancel(nil)
-	}
-}
-
-// errAttemptTimeout is the cause of a request's end when
-// Config.AttemptTimeout ran out before its response header.
-var errAttemptTimeout = errors.New("attempt timed out")
-
-// attemptTimeout is the error of a request that ran out of
-// Config.AttemptTimeout: it matches retries.ErrAttemptTimeout (the
-// breaker counts it) and reports a timeout, as the retrying clients'
-// own did.
-type attemptTimeout struct{ d time.Duration }
-
-func (e *attemptTimeout) Error() string        { return "attempt timed out after " + e.d.String() }
-func (e *attemptTimeout) Is(target error) bool { return target == retries.ErrAttemptTimeout }
-func (e *attemptTimeout) Timeout() bool        { return true }
-
-// wireCounter counts the requests that go on the wire and what comes back.
-// It is the base RoundTripper of the retrying Transports, and sends each
-// request of an operation under a context of its own (see opState), within
-// Config.AttemptTimeout.
-type wireCounter struct {
-	base     http.RoundTripper
-	s        *wireStats
-	attempts *timeouts // Config.AttemptTimeout's; nil without one
-}
-
-func (t wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
-	st, _ := req.Context().Value(opKey{}).(*opState)
-	if st == nil {
-		return nil, errors.New("feed: a request without an operation")
-	}
-	if st.fence != nil {
-		if err := st.fence.Admit(req.Context(), st.op.pub); err != nil {
-			return nil, &fenceError{err}
-		}
-	}
-	rq := &request{op: st, n: &t.s.responseBytes}
-	rq.ctx, rq.cancel = context.WithCancelCause(st.wire)
-	// Stored before the look at the operation's context, which its
-	// timeout ends before it looks here: one of the two sees the other.
-	st.onWire.Store(rq)
-	if req.Context().Err() != nil { // halted, or moved: nothing goes out
-		rq.leave()
-		return nil, context.Cause(req.Context())
-	}
-	t.s.requests.Add(1)
-	if st.run != nil {
-		st.run.requestOut()
-	}
-	if st.attempts.Add(1) > 1 {
-		t.s.retries.Add(1)
-	}
-	if req.ContentLength > 0 {
-		t.s.requestBytes.Add(req.ContentLength)
-	}
-	t.s.inFlight.Add(1)
-	defer t.s.inFlight.Add(-1)
-	if t.attempts != nil {
-		t.attempts.track(&rq.deadline, rq)
-	}
-	start := time.Now()
-	resp, err := t.base.RoundTrip(req.WithContext(rq.ctx))
-	if t.attempts != nil {
-		t.attempts.untrack(&rq.deadline)
-	}
-	if err != nil {
-		timedOut := context.Cause(rq.ctx) == errAttemptTimeout
-		rq.leave()
-		t.s.exceptions.Add(1)
-		d := err.Error()
-		t.s.lastFailure.Store(&d)
-		if !isDialError(err) {
-			st.maybeApplied.Store(true)
-		}
-		if timedOut {
-			return nil, &attemptTimeout{d: t.attempts.timeout}
-		}
-		return nil, err
-	}
-	t.s.response(resp.StatusCode, time.Since(start))
-	switch resp.StatusCode {
-	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusGatewayTimeout:
-		st.maybeApplied.Store(true)
-	}
-	rq.ReadCloser = resp.Body
-	resp.Body = rq
-	if resp.StatusCode/100 == 5 {
-		t.s.noteFailure(resp)
-	}
-	return resp, nil
-}
-
 // noteFailure keeps a description of a 5xx response, its status and
 // message, and leaves its body whole for the layers above.
 func (s *wireStats) noteFailure(resp *http.Response) {
@@ -242,6 +113,116 @@ const maxFailureBody = 4 << 10
 type errReader struct{ err error }
 
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
+// DefaultConnections is the number of connection pools when
+// Config.Connections is 0, as many as `vespa feed` opens connections: over
+// HTTP/2, 8 connections per endpoint.
+const DefaultConnections = 8
+
+// connPool spreads requests over transports that each keep connections
+// of their own. HTTP/2 multiplexes a transport's requests to one host on
+// one connection, so n transports give n connections per endpoint, which
+// an L4 load balancer in front of several containers spreads; over
+// HTTP/1.1 each transport opens what its requests need, up to its cap.
+type connPool struct {
+	ts   []http.RoundTripper // *http.Transport, but in tests
+	load []atomic.Int64      // each transport's requests, from roundTrip until their body is done with
+	next atomic.Uint32
+	s    *wireStats
+}
+
+// newConnPool returns the feed's transports for cfg, with idle
+// connections kept for slots requests: cfg.Connections transports of one
+// connection per host each, or DefaultConnections without a cap when it is
+// 0.
+func newConnPool(cfg Config, slots int, s *wireStats) *connPool {
+	n, perHost := cfg.Connections, 1
+	if n == 0 {
+		n, perHost = DefaultConnections, 0
+	}
+	p := &connPool{ts: make([]http.RoundTripper, n), load: make([]atomic.Int64, n), s: s}
+	for i := range p.ts {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxConnsPerHost = perHost
+		tr.MaxIdleConnsPerHost = max(perHost, slots/n+1)
+		tr.MaxIdleConns = tr.MaxIdleConnsPerHost
+		if cfg.TLS != nil {
+			tr.TLSClientConfig = cfg.TLS.Clone()
+		}
+		if cfg.Fence != nil {
+			tr.DialContext = leaseDial(tr.DialContext, cfg.Fence.Until)
+		}
+		if cfg.HTTP2 {
+			// Prior knowledge on http URLs, as Vespa's feed client
+			// does; ALPN on https.
+			var pr http.Protocols
+			pr.SetHTTP2(true)
+			pr.SetUnencryptedHTTP2(true)
+			tr.Protocols = &pr
+		}
+		p.ts[i] = tr
+	}
+	return p
+}
+
+// pickFrom bounds the transports looked at for each request.
+const pickFrom = 8
+
+// pick returns the least loaded of up to pickFrom transports, taken in
+// turn: with one connection per transport over HTTP/1.1, a request goes
+// to an idle connection when there is one.
+func (p *connPool) pick() int {
+	n := len(p.ts)
+	start := int(p.next.Add(1) % uint32(n))
+	best := start
+	for k := 1; k < min(n, pickFrom); k++ {
+		i := (start + k) % n
+		if p.load[i].Load() < p.load[best].Load() {
+			best = i
+		}
+	}
+	return best
+}
+
+// roundTrip sends req on the least loaded transport and counts it on the
+// wire: the request, and its response or error. With a response, it
+// returns the transport's load, for the caller to take the request off
+// once it is done with the response's body.
+func (p *connPool) roundTrip(req *http.Request) (*http.Response, *atomic.Int64, error) {
+	s := p.s
+	s.requests.Add(1)
+	if req.ContentLength > 0 {
+		s.requestBytes.Add(req.ContentLength)
+	}
+	i := p.pick()
+	load := &p.load[i]
+	load.Add(1)
+	s.inFlight.Add(1)
+	start := time.Now()
+	resp, err := p.ts[i].RoundTrip(req)
+	s.inFlight.Add(-1)
+	if err != nil {
+		load.Add(-1)
+		s.exceptions.Add(1)
+		d := err.Error()
+		s.lastFailure.Store(&d)
+		return nil, nil, err
+	}
+	s.response(resp.StatusCode, time.Since(start))
+	if resp.StatusCode/100 == 5 {
+		s.noteFailure(resp)
+	}
+	return resp, load, nil
+}
+
+// CloseIdleConnections closes every transport's idle connections.
+func (p *connPool) CloseIdleConnections() {
+	for _, t := range p.ts {
+		if t, ok := t.(interface{ CloseIdleConnections() }); ok {
+			t.CloseIdleConnections()
+		}
+	}
+}
 
 // Which outcomes the outer (DocV1) layer retries, by operation. The inner
 // (Throttle) layer retries a 429 for every operation: the server refused
@@ -311,6 +292,26 @@ func isTLSError(err error) bool {
 	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
 		errors.As(err, &invalid) || errors.As(err, &record) ||
 		errors.As(err, &op) && op.Op == "remote error"
+}
+
+// tlsStop is the cause of every operation's end after a TLS error.
+type tlsStop struct{ err error }
+
+func (e *tlsStop) Error() string { return "stopped by a TLS error: " + e.err.Error() }
+
+// stopOnTLS ends the feed of r, if any, at the first TLS error: every
+// later attempt would fail the same way.
+func (c *Client) stopOnTLS(r *run, err error) {
+	if r == nil {
+		r = c.running.Load()
+	}
+	if r == nil {
+		return
+	}
+	if e := (&tlsStop{err: err}); r.stop(e, true) {
+		c.out.logf("stopping: TLS: %v\n", err)
+		c.event(slog.LevelError, "feed: stopping: TLS", slog.String("error", err.Error()))
+	}
 }
 
 // isDialError reports whether err is a failure to connect, before anything
