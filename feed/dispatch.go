@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"iter"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -353,6 +354,29 @@ type window struct {
 	bytes int
 	freed chan struct{} // closed at the next give; nil if nobody waits
 }
+
+// dispatchLimit bounds the operations a feed with limiters dispatches at
+// once: the sum of the endpoints' in-flight limits, plus queuedPerLimiter
+// for each. It is nil with a fixed concurrency.
+func (c *Client) dispatchLimit() func() int {
+	if c.cfg.Concurrency > 0 {
+		return nil
+	}
+	return func() int {
+		n := 0
+		for _, e := range c.endpoints {
+			n += int(math.Ceil(e.limiter.Stats().Limit)) + queuedPerLimiter
+		}
+		return n
+	}
+}
+
+// queuedPerLimiter is how many operations a feed dispatches beyond its
+// limiters' limits: enough that a permit freed or a limit raised finds
+// operations waiting for it until the next one ends, and few enough that
+// a feed whose limiter holds 20 in flight does not park a thousand
+// goroutines (each costs the collector a stack to scan at every cycle).
+const queuedPerLimiter = 64
 
 // DefaultMaxDispatchBytes bounds the operations dispatched at once by
 // their size (their text and body), when Config.MaxDispatchBytes is 0.
