@@ -243,29 +243,6 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// sending adds st, a Send's, to those being sent (in true) or takes it out.
-func (c *Client) sending(st *opState, in bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !in {
-		delete(c.live, st)
-		return
-	}
-	if c.live == nil {
-		c.live = map[*opState]struct{}{}
-	}
-	c.live[st] = struct{}{}
-}
-
-// haltSends halts every Send being sent with cause.
-func (c *Client) haltSends(cause error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for st := range c.live {
-		st.cancel(cause)
-	}
-}
-
 // enter counts a Send or Feed in, and reports false if c is closed.
 func (c *Client) enter() bool {
 	c.mu.Lock()

@@ -162,6 +162,29 @@ func (c *Client) sendOp(ctx, wire context.Context, r *run, op *operation) outcom
 	}
 }
 
+// sending adds st, a Send's, to those being sent (in true) or takes it out.
+func (c *Client) sending(st *opState, in bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !in {
+		delete(c.live, st)
+		return
+	}
+	if c.live == nil {
+		c.live = map[*opState]struct{}{}
+	}
+	c.live[st] = struct{}{}
+}
+
+// haltSends halts every Send being sent with cause.
+func (c *Client) haltSends(cause error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for st := range c.live {
+		st.cancel(cause)
+	}
+}
+
 // lifetime has the operation halted when its Fence's Lifetime ends, as
 // if Admit had refused it then, and returns what undoes that; nil without
 // a Lifetime.
