@@ -51,17 +51,19 @@ func newPump() *pump {
 // takes no more.
 func (p *pump) run(ops iter.Seq2[Operation, error]) {
 	for o, err := range ops {
-		it := readItem{err: err, pub: o}
+		it := readItem{err: err}
 		var bad *OperationError
 		switch {
 		case err == nil:
 			if it.op, err = prepare(o); err != nil {
-				it.err = &OperationError{Line: o.Line, Err: err}
+				it.err, it.pub = &OperationError{Line: o.Line, Err: err}, o
 			} else {
 				it.after = it.op.after
 			}
 		case errors.As(err, &bad):
-			it.after = bad.after
+			it.after, it.pub = bad.after, o
+		default:
+			it.pub = o
 		}
 		if !p.give(it) {
 			return
@@ -139,7 +141,7 @@ func (r *run) dispatchAll(p *pump) (res Report, eof bool) {
 		if it.after.line > 0 {
 			res.unread = it.after
 		}
-		res.lineless = it.err == nil && it.pub.Line == 0
+		res.lineless = it.err == nil && it.op.pub.Line == 0
 		if it.err != nil {
 			if r.badInput(&res, it) {
 				continue
@@ -226,7 +228,7 @@ func (r *run) dispatch(op *operation) {
 	}
 	switch turn, held := r.c.queues.join(op); {
 	case held:
-		r.results <- outcome{op: op, elem: op.pub, how: endHeldBack, release: true}
+		r.results <- outcome{op: op, how: endHeldBack, release: true}
 	case turn:
 		if l := r.c.soleLimiter; l != nil {
 			// Wait for its first attempt's permit here, one operation at
@@ -266,7 +268,7 @@ func (r *run) send(op *operation) {
 		r.addUnsent(op)
 		o = outcome{op: op, how: endNotSent, later: true}
 	case op.held:
-		o = outcome{op: op, elem: op.pub, how: endHeldBack}
+		o = outcome{op: op, how: endHeldBack}
 	default:
 		o = r.c.sendOp(r.ctx, r.sendCtx, r, op)
 	}

@@ -26,7 +26,7 @@ const (
 // outcome is what became of one element of a Feed or one Send.
 type outcome struct {
 	op     *operation // nil for an element ops yielded with an error
-	elem   Operation  // what ops yielded, handed to done
+	elem   Operation  // with op nil: what ops yielded with its error
 	how    ending
 	res    Result
 	cause  error // why it was not acknowledged
@@ -36,6 +36,15 @@ type outcome struct {
 	// told at the end; turn, the operation's turn on its document ends;
 	// release, the operation never joined its document's queue.
 	later, turn, release bool
+}
+
+// element returns what ops yielded, or the Send was given: the Operation
+// handed to done.
+func (o *outcome) element() Operation {
+	if o.op != nil {
+		return o.op.pub
+	}
+	return o.elem
 }
 
 // hub is the one place the outcomes of a Feed land while it runs, as the
@@ -153,7 +162,7 @@ func (c *Client) finish(r *run, o outcome) error {
 		c.logOutcome(&o, err)
 	}
 	if r != nil && r.done != nil {
-		r.done(o.elem, o.res, err)
+		r.done(o.element(), o.res, err)
 	}
 	return err
 }
@@ -174,8 +183,8 @@ func (c *Client) logOutcome(o *outcome, err error) {
 	} else if o.elem.ID != "" {
 		attrs = append(attrs, slog.String("id", o.elem.ID))
 	}
-	if o.elem.Tag != nil {
-		attrs = append(attrs, slog.Any("tag", o.elem.Tag))
+	if tag := o.element().Tag; tag != nil {
+		attrs = append(attrs, slog.Any("tag", tag))
 	}
 	if o.res.Status != 0 {
 		attrs = append(attrs, slog.Int("status", o.res.Status))

@@ -267,7 +267,7 @@ func (r *run) settle(res *Report) {
 	res.stopped = r.stopped()
 	slices.SortStableFunc(unsent, func(a, b *operation) int { return cmp.Compare(a.seq, b.seq) })
 	for _, op := range unsent {
-		r.c.finish(r, outcome{op: op, elem: op.pub, how: endNotSent})
+		r.c.finish(r, outcome{op: op, how: endNotSent})
 	}
 	res.unsent = unsent
 }
@@ -318,7 +318,7 @@ func (r *run) writeRest(res *Report, p *pump) {
 		res.elements++
 		switch {
 		case it.err == nil:
-			r.c.finish(r, outcome{op: it.op, elem: it.op.pub, how: endRest})
+			r.c.finish(r, outcome{op: it.op, how: endRest})
 		case errors.As(it.err, new(*OperationError)):
 			r.c.finish(r, outcome{elem: it.pub, how: endBadOp, cause: it.err, silent: true})
 		default:

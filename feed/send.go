@@ -544,11 +544,7 @@ func (c *Client) end(r *run, op *operation, st *opState, v verdict) outcome {
 			how = endUnknown
 		}
 	}
-	var elem Operation
-	if r != nil {
-		elem = op.pub
-	}
-	return outcome{op: op, elem: elem, how: how, res: res, cause: v.cause}
+	return outcome{op: op, how: how, res: res, cause: v.cause}
 }
 
 // requestOut is called as each request of the run goes out. At the first,
