@@ -44,12 +44,18 @@ func (s Signal) String() string {
 }
 
 // LimiterConfig configures a [Limiter]. The zero value is usable: at most
-// 256 attempts in flight, the default backpressure, and a floor of one
-// attempt a second.
+// 256 attempts in flight, 4 at first, the default backpressure, and a
+// floor of one attempt a second.
 type LimiterConfig struct {
 	// MaxInFlight caps the attempts in flight. Zero means 256; values
 	// above 1<<20 mean 1<<20.
 	MaxInFlight int
+	// InitialInFlight is the in-flight limit the Limiter starts at, from
+	// which slow start doubles it every round trip until the server
+	// pushes back. Zero means 4; values above MaxInFlight mean
+	// MaxInFlight. A caller that knows the server takes many attempts at
+	// once saves the round trips from 4 to there.
+	InitialInFlight int
 	// Backpressure matches the outcomes that ask the client to slow down.
 	// The zero Predicate means a 429, or a 503 with a Retry-After header.
 	Backpressure Predicate
@@ -66,7 +72,8 @@ type LimiterConfig struct {
 // [WithLimiter], or call [Limiter.Acquire] before each attempt and
 // [Permit.Release] after it.
 //
-// It starts with 4 attempts in flight and no rate limit, and settles where
+// It starts with 4 attempts in flight (LimiterConfig.InitialInFlight) and
+// no rate limit, and settles where
 // about 2 % of attempts meet backpressure; docs/limiter.md in the
 // repository gives the control law.
 //
@@ -116,11 +123,14 @@ const (
 
 // NewLimiter returns a Limiter configured by c.
 //
-// NewLimiter panics if c.MaxInFlight is negative, or c.MinRate negative or
-// not a finite number.
+// NewLimiter panics if c.MaxInFlight or c.InitialInFlight is negative, or
+// c.MinRate negative or not a finite number.
 func NewLimiter(c LimiterConfig) *Limiter {
 	if c.MaxInFlight < 0 {
 		panic(fmt.Sprintf("retries: NewLimiter: MaxInFlight %d is negative", c.MaxInFlight))
+	}
+	if c.InitialInFlight < 0 {
+		panic(fmt.Sprintf("retries: NewLimiter: InitialInFlight %d is negative", c.InitialInFlight))
 	}
 	if !(c.MinRate >= 0) || c.MinRate > 1e12 {
 		panic(fmt.Sprintf("retries: NewLimiter: MinRate %v is not a finite number ≥ 0", c.MinRate))
@@ -143,6 +153,10 @@ func (l *Limiter) setDefaults() {
 		c.MaxInFlight = 256
 	}
 	c.MaxInFlight = min(c.MaxInFlight, maxInFlightCap)
+	if c.InitialInFlight == 0 {
+		c.InitialInFlight = initialLimit
+	}
+	c.InitialInFlight = min(c.InitialInFlight, c.MaxInFlight)
 	if c.MinRate == 0 {
 		c.MinRate = 1
 	}

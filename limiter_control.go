@@ -13,11 +13,12 @@ import (
 // held.
 //
 // The law, in short:
-//   - Slow start: the in-flight limit starts at initialLimit and grows by
-//     one per success granted at the limit (it doubles every round trip
-//     while it binds) until the first backpressure, which cuts it to
-//     limitCut × the count then in flight, or a rise in latency that
-//     lasts two baseline round trips (a shorter one holds it).
+//   - Slow start: the in-flight limit starts at InitialInFlight (4 by
+//     default) and grows by one per success granted at the limit (it
+//     doubles every round trip while it binds) until the first
+//     backpressure, which cuts it to limitCut × the count then in flight,
+//     or a rise in latency that lasts two baseline round trips (a shorter
+//     one holds it).
 //   - Rate: off until the first backpressure, which turns it on at 0.9 ×
 //     the admitted rate (the smoothed rate or the last bucket's, whichever
 //     is higher; half the rate attempts were sent at, if none was admitted
@@ -94,7 +95,7 @@ type control struct {
 }
 
 const (
-	initialLimit   = 4
+	initialLimit   = 4 // LimiterConfig.InitialInFlight's default
 	minLimit       = 1
 	limitGrow      = 0.25     // per round trip, while the in-flight limit binds
 	limitGrowShare = 1.0 / 32 // per success, at least: ×1.03 a round trip
@@ -137,7 +138,7 @@ type sample struct {
 
 func newControl(cfg LimiterConfig) control {
 	maxLimit := float64(cfg.MaxInFlight)
-	return control{maxLimit: maxLimit, limit: min(initialLimit, maxLimit), slowStart: true, minRate: perSecond(cfg.MinRate)}
+	return control{maxLimit: maxLimit, limit: float64(cfg.InitialInFlight), slowStart: true, minRate: perSecond(cfg.MinRate)}
 }
 
 // slots returns the in-flight limit as a count.

@@ -491,11 +491,43 @@ func TestLimiterZero(t *testing.T) {
 	})
 }
 
+// TestLimiterInitialInFlight: a Limiter starts at InitialInFlight, not
+// above MaxInFlight: that many attempts go at once, and the next waits.
+func TestLimiterInitialInFlight(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ max, initial, want int }{{0, 0, 4}, {0, 16, 16}, {8, 16, 8}} {
+		synctest.Test(t, func(t *testing.T) {
+			l := retries.NewLimiter(retries.LimiterConfig{MaxInFlight: tc.max, InitialInFlight: tc.initial})
+			var held []retries.Permit
+			for range tc.want {
+				p, err := l.Acquire(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				held = append(held, p)
+			}
+			go func() {
+				if p, err := l.Acquire(t.Context()); err == nil {
+					p.Release(retries.SignalSuccess)
+				}
+			}()
+			synctest.Wait()
+			if s := l.Stats(); s.Limit != float64(tc.want) || s.InFlight != tc.want || s.Waiting != 1 {
+				t.Errorf("MaxInFlight %d, InitialInFlight %d: limit %g, %d in flight, %d waiting; want %d, %d and 1",
+					tc.max, tc.initial, s.Limit, s.InFlight, s.Waiting, tc.want, tc.want)
+			}
+			for _, p := range held {
+				p.Release(retries.SignalIgnore)
+			}
+		})
+	}
+}
+
 // TestNewLimiterPanics checks that impossible configurations panic at
 // construction.
 func TestNewLimiterPanics(t *testing.T) {
 	t.Parallel()
-	for _, c := range []retries.LimiterConfig{{MaxInFlight: -1}, {MinRate: -1}} {
+	for _, c := range []retries.LimiterConfig{{MaxInFlight: -1}, {InitialInFlight: -1}, {MinRate: -1}} {
 		func() {
 			defer func() {
 				if r := recover(); r == nil || !strings.HasPrefix(r.(string), "retries: NewLimiter") {
