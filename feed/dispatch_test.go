@@ -2,6 +2,7 @@ package feed
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed32e55400/retries"
 	"github.com/seed32e55400/retries/feed/feedtest"
 )
 
@@ -99,11 +101,12 @@ func TestWindowLimit(t *testing.T) {
 
 // TestFeedDispatchFollowsLimiter: with the limiter and one endpoint, a
 // feed's dispatch takes each operation's first permit before it starts it
-// (see run.dispatch): while the server answers nothing, 4 operations go
-// (the start's limit) and a fifth waits at the limiter, on the dispatching
-// goroutine, not on a sender of its own; Config.MaxInFlight (1024) and the
-// window (the limit and queuedPerLimiter more) do not bind, however much
-// input is waiting. The feed then completes.
+// (see run.dispatch): while the server answers nothing, initialInFlight
+// operations go (the start's limit) and one more waits at the limiter, on
+// the dispatching goroutine, not on a sender of its own;
+// Config.MaxInFlight (1024) and the window (the limit and
+// queuedPerLimiter more) do not bind, however much input is waiting. The
+// feed then completes.
 func TestFeedDispatchFollowsLimiter(t *testing.T) {
 	t.Parallel()
 	hold := make(chan struct{})
@@ -128,21 +131,129 @@ func TestFeedDispatchFollowsLimiter(t *testing.T) {
 	done := make(chan Report)
 	go func() { done <- feedReport(f, context.Background(), strings.NewReader(in.String())) }()
 	l := f.soleLimiter
-	// The dispatching goroutine comes to wait for the fifth's permit; it
-	// must, since nothing comes back.
+	// The dispatching goroutine comes to wait for the next one's permit;
+	// it must, since nothing comes back.
 	for l.Stats().Waiting == 0 {
 		runtime.Gosched()
 	}
 	f.queues.mu.Lock()
 	dispatched := f.queues.win.ops
 	f.queues.mu.Unlock()
-	if s := l.Stats(); s.InFlight != 4 || s.Waiting != 1 || dispatched != 5 {
-		t.Errorf("waiting for a permit: %d in flight, %d waiting, %d dispatched; want 4, 1 and 5", s.InFlight, s.Waiting, dispatched)
+	if s := l.Stats(); s.InFlight != initialInFlight || s.Waiting != 1 || dispatched != initialInFlight+1 {
+		t.Errorf("waiting for a permit: %d in flight, %d waiting, %d dispatched; want %d, 1 and %d", s.InFlight, s.Waiting, dispatched, initialInFlight, initialInFlight+1)
 	}
 	holding.Store(false) // the window may fill once answers come: the hub gives places back after them
 	close(hold)
 	res := <-done
 	if n := arrived.Load(); !res.Complete() || res.ok != docs || n != docs {
 		t.Errorf("feed incomplete, %d ok, %d requests:\n%s", res.ok, n, res.Summary())
+	}
+}
+
+// TestFeedKeepsFewIdleSenders: after a burst of operations in flight at
+// once, the senders it needed do not all wait for work until the feed
+// ends: at most maxIdleSenders do, the rest return. Hundreds of idle
+// goroutines would hold their stacks for hours, and pull the runtime's
+// size of a new goroutine's stack down to where every HTTP/2 request's
+// goroutine has to grow its own.
+// Not parallel: it counts every feed's senders.
+func TestFeedKeepsFewIdleSenders(t *testing.T) {
+	const burst = 200
+	var arrived atomic.Int64
+	all := make(chan struct{})
+	srv := feedtest.New(t, func(*http.Request, int) int {
+		if arrived.Add(1) == burst {
+			close(all)
+		}
+		<-all // answer none before the whole burst is in flight
+		return 0
+	})
+	cfg := testFeedConfig(srv.URL, nil)
+	cfg.Concurrency = burst
+	f, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(i int) Operation {
+		return Operation{Kind: Put, ID: fmt.Sprintf("id:ns:d::%d", i), Fields: json.RawMessage(`{}`)}
+	}
+	var acked atomic.Int64
+	burstDone := make(chan struct{})
+	idle := -1
+	ops := func(yield func(Operation, error) bool) {
+		for i := range burst {
+			if !yield(put(i), nil) {
+				return
+			}
+		}
+		<-burstDone
+		idle = settledSenders(t)
+		yield(put(burst), nil)
+	}
+	err = f.Feed(context.Background(), ops, func(_ Operation, _ Result, err error) {
+		if err == nil && acked.Add(1) == burst {
+			close(burstDone)
+		}
+	})
+	if err != nil || acked.Load() != burst+1 {
+		t.Fatalf("feed: %v, %d acknowledged; want nil and %d", err, acked.Load(), burst+1)
+	}
+	if idle > int(maxIdleSenders) {
+		t.Errorf("after the burst of %d, %d senders wait for work; want at most %d", burst, idle, maxIdleSenders)
+	}
+}
+
+// settledSenders returns the count of the feed's senders once none of
+// them is running: each has returned, or waits for work.
+func settledSenders(t *testing.T) int {
+	buf := make([]byte, 1<<20)
+	for range 100000 {
+		for len(buf) == runtime.Stack(buf, true) {
+			buf = make([]byte, 2*len(buf))
+		}
+		n, busy := 0, false
+		for g := range strings.SplitSeq(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if !strings.Contains(g, "feed.(*run).sender(") {
+				continue
+			}
+			n++
+			busy = busy || !strings.Contains(g, "[select")
+		}
+		if !busy {
+			return n
+		}
+		runtime.Gosched()
+	}
+	t.Fatal("the senders did not settle")
+	return 0
+}
+
+// TestRatePaceBinds: the dispatch takes the permits of a limiter whose
+// rate limit is off, or on but well above the attempts released (the
+// in-flight limit binds), and leaves them to the senders while the rate
+// binds, or before a first look has measured anything.
+func TestRatePaceBinds(t *testing.T) {
+	t.Parallel()
+	var p ratePace
+	start := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	for i, step := range []struct {
+		rate     float64
+		released int64 // in all, a second after the step before
+		binds    bool
+	}{
+		{0, 0, false},       // off
+		{2000, 1000, false}, // on, at twice the 1000/s released
+		{1000, 1900, true},  // 900/s released: 1.11 times
+		{2000, 3400, false}, // 1500/s released: 1.33 times
+		{0, 4000, false},    // off again
+	} {
+		st := retries.LimiterStats{Rate: step.rate, Successes: step.released * 9 / 10, Throttles: step.released / 10}
+		if got := p.binds(st, start.Add(time.Duration(i)*time.Second)); got != step.binds {
+			t.Errorf("step %d (rate %g, %d released): binds = %v, want %v", i, step.rate, step.released, got, step.binds)
+		}
+	}
+	var fresh ratePace
+	if !fresh.binds(retries.LimiterStats{Rate: 10}, start) {
+		t.Error("a first look at a rate limit that is on: binds = false, want true")
 	}
 }

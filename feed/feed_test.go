@@ -628,10 +628,11 @@ func TestFeedCompression(t *testing.T) {
 // for.
 func TestFeedInterruptSendsNothingNew(t *testing.T) {
 	t.Parallel()
-	const n = 20
+	const first = initialInFlight // the limiter's first limit
+	const n = first + 16
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w := newSignalWriter("retries feed: interrupted: waiting up to 10s for the 4 requests in flight; interrupt again to quit at once")
+	w := newSignalWriter(fmt.Sprintf("retries feed: interrupted: waiting up to 10s for the %d requests in flight; interrupt again to quit at once", first))
 	held := make(chan struct{}, n)
 	srv := feedtest.New(t, func(r *http.Request, _ int) int {
 		held <- struct{}{}
@@ -642,7 +643,7 @@ func TestFeedInterruptSendsNothingNew(t *testing.T) {
 		return 0
 	})
 	go func() {
-		for range 4 { // the limiter's first limit
+		for range first {
 			<-held
 		}
 		cancel()
@@ -653,8 +654,8 @@ func TestFeedInterruptSendsNothingNew(t *testing.T) {
 	for i := range n {
 		requests += srv.Requests(http.MethodPost, fmt.Sprintf("/document/v1/ns/d/docid/%d", i))
 	}
-	if requests != 4 || res.ok != 4 {
-		t.Errorf("%d requests, %d acknowledged; want the 4 on the wire at the interrupt and no other; stderr:\n%s", requests, res.ok, w)
+	if requests != first || res.ok != first {
+		t.Errorf("%d requests, %d acknowledged; want the %d on the wire at the interrupt and no other; stderr:\n%s", requests, res.ok, first, w)
 	}
 	// What the feed had read is not sent, and told so; the rest of the
 	// input is not read (the interrupt can come before the reading has
@@ -663,8 +664,8 @@ func TestFeedInterruptSendsNothingNew(t *testing.T) {
 	if unread == nil || unread == 0.0 { // all read
 		unread = float64(n + 1)
 	}
-	if unsent != unread.(float64)-5 || sum["feeder.error.count"] != unsent {
-		t.Errorf("unsent %v, errors %v, unread from line %v; want lines 5 to the first unread not sent; stderr:\n%s", unsent, sum["feeder.error.count"], unread, w)
+	if unsent != unread.(float64)-(first+1) || sum["feeder.error.count"] != unsent {
+		t.Errorf("unsent %v, errors %v, unread from line %v; want lines %d to the first unread not sent; stderr:\n%s", unsent, sum["feeder.error.count"], unread, first+1, w)
 	}
 	if strings.Contains(w.String(), "failed:") {
 		t.Errorf("an operation not sent is reported as failed:\n%s", w)

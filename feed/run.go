@@ -26,10 +26,12 @@ type run struct {
 	halt, cancelSend context.CancelCauseFunc
 	ops              sync.WaitGroup
 	work             chan *operation // to an idle sender
+	idle             atomic.Int32    // senders waiting on work
 	results          chan outcome    // to the hub
 	// handPermits: the dispatch takes each operation's first permit (see
 	// dispatch); only the dispatching goroutine uses it
 	handPermits bool
+	pace        ratePace
 	hubDone     chan struct{} // closed when the hub returns
 	finished    chan struct{} // closed when every operation of the run has ended
 	counts      counts
