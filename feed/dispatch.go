@@ -242,7 +242,7 @@ func (r *run) dispatch(op *operation) {
 			// would be woken for every permit. It is looked at every 64
 			// operations.
 			if op.seq&63 == 1 {
-				r.handPermits = !r.pace.binds(l.Stats(), time.Now())
+				r.handPermits = !r.pace.look(l.Stats(), time.Now())
 			}
 			if r.handPermits {
 				op.permit, _ = l.Acquire(r.ctx) // ended: send tells it not sent
@@ -257,19 +257,35 @@ func (r *run) dispatch(op *operation) {
 type ratePace struct {
 	at       time.Time
 	released int64 // the limiter's permits released by at
+	binds    bool
 }
 
-// binds reports whether the limiter whose Stats are st at now holds its
+// paceWindow is the shortest time over which ratePace measures the
+// attempts released: the dispatch looks every 64 operations, which a
+// window opening after a wait dispatches in a fraction of a millisecond.
+const paceWindow = 100 * time.Millisecond
+
+// look reports whether the limiter whose Stats are st at now holds its
 // attempts back by its rate limit: the limit is on, and allows less than
-// 1.25 times the attempts released since the last look (or this is the
-// first). A limit above that leaves the in-flight limit, or the input, to
-// bind: the limiter lets its rate grow to twice the rate admitted.
-func (p *ratePace) binds(st retries.LimiterStats, now time.Time) bool {
+// 1.25 times the attempts released over the last paceWindow or more (or
+// nothing was measured yet). A limit above that leaves the in-flight
+// limit, or the input, to bind: the limiter lets its rate grow to twice
+// the rate admitted.
+func (p *ratePace) look(st retries.LimiterStats, now time.Time) bool {
 	released := st.Successes + st.Throttles + st.Failures
-	sent := float64(released-p.released) / now.Sub(p.at).Seconds()
-	first := p.at.IsZero()
+	switch {
+	case st.Rate == 0:
+		p.binds = false
+	case p.at.IsZero():
+		p.binds = true
+	case now.Sub(p.at) < paceWindow:
+		return p.binds
+	default:
+		sent := float64(released-p.released) / now.Sub(p.at).Seconds()
+		p.binds = st.Rate < 1.25*sent
+	}
 	p.at, p.released = now, released
-	return st.Rate > 0 && (first || st.Rate < 1.25*sent)
+	return p.binds
 }
 
 // release ends the part in the run of op, which never joined its

@@ -231,29 +231,36 @@ func settledSenders(t *testing.T) int {
 // TestRatePaceBinds: the dispatch takes the permits of a limiter whose
 // rate limit is off, or on but well above the attempts released (the
 // in-flight limit binds), and leaves them to the senders while the rate
-// binds, or before a first look has measured anything.
+// binds, or before anything was measured; it measures over paceWindow at
+// least, and keeps its answer in between.
 func TestRatePaceBinds(t *testing.T) {
 	t.Parallel()
 	var p ratePace
 	start := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
 	for i, step := range []struct {
+		after    time.Duration // since the step before
 		rate     float64
-		released int64 // in all, a second after the step before
+		released int64 // in all
 		binds    bool
 	}{
-		{0, 0, false},       // off
-		{2000, 1000, false}, // on, at twice the 1000/s released
-		{1000, 1900, true},  // 900/s released: 1.11 times
-		{2000, 3400, false}, // 1500/s released: 1.33 times
-		{0, 4000, false},    // off again
+		{0, 0, 0, false},                    // off
+		{time.Second, 2000, 1000, false},    // on, at twice the 1000/s released
+		{time.Second, 1000, 1900, true},     // 900/s released: 1.11 times
+		{paceWindow / 2, 1000, 1900, true},  // nothing released, but too soon to tell
+		{paceWindow / 2, 2000, 2050, false}, // 1500/s over paceWindow: 1.33 times
+		{paceWindow, 1000, 2050, false},     // nothing released over paceWindow
+		{time.Second, 0, 4000, false},       // off again
+		{paceWindow / 10, 10, 4000, false},  // on, too soon to tell: as before
+		{time.Second, 10, 4010, true},       // 10 released in 1.01 s
 	} {
+		start = start.Add(step.after)
 		st := retries.LimiterStats{Rate: step.rate, Successes: step.released * 9 / 10, Throttles: step.released / 10}
-		if got := p.binds(st, start.Add(time.Duration(i)*time.Second)); got != step.binds {
+		if got := p.look(st, start); got != step.binds {
 			t.Errorf("step %d (rate %g, %d released): binds = %v, want %v", i, step.rate, step.released, got, step.binds)
 		}
 	}
 	var fresh ratePace
-	if !fresh.binds(retries.LimiterStats{Rate: 10}, start) {
+	if !fresh.look(retries.LimiterStats{Rate: 10}, start) {
 		t.Error("a first look at a rate limit that is on: binds = false, want true")
 	}
 }
