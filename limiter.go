@@ -73,9 +73,8 @@ type LimiterConfig struct {
 // [Permit.Release] after it.
 //
 // It starts with 4 attempts in flight (LimiterConfig.InitialInFlight) and
-// no rate limit, and settles where
-// about 2 % of attempts meet backpressure; docs/limiter.md in the
-// repository gives the control law.
+// no rate limit, and settles where about 2 % of attempts meet
+// backpressure; docs/limiter.md in the repository gives the control law.
 //
 // So backpressure that does not depend on the load misleads it: a proxy
 // that answers 429 to a fixed share of requests whatever the rate (a
