@@ -52,9 +52,9 @@ type LimiterConfig struct {
 	MaxInFlight int
 	// InitialInFlight is the in-flight limit the Limiter starts at, from
 	// which slow start doubles it every round trip until the server
-	// pushes back. Zero means 4; values above MaxInFlight mean
-	// MaxInFlight. A caller that knows the server takes many attempts at
-	// once saves the round trips from 4 to there.
+	// pushes back or its latency rises. Zero means 4; values above
+	// MaxInFlight mean MaxInFlight. A caller that knows the server takes
+	// many attempts at once saves the round trips from 4 to there.
 	InitialInFlight int
 	// Backpressure matches the outcomes that ask the client to slow down.
 	// The zero Predicate means a 429, or a 503 with a Retry-After header.
