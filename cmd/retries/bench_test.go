@@ -223,3 +223,24 @@ func TestBenchDeadEndpoints(t *testing.T) {
 		t.Errorf("the text report does not say the breakers were open:\n%s", stdout)
 	}
 }
+
+// TestBenchRefusedToken: a container that refuses every query (a 401, a
+// token it does not take) is a run like any other, as bench -h says: exit
+// 0, every query failed, and the status counted in the report.
+func TestBenchRefusedToken(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no token", http.StatusUnauthorized)
+	}))
+	t.Cleanup(srv.Close)
+	out := filepath.Join(t.TempDir(), "report.json")
+	code, _, stderr := runCmd(t, "bench", "-q", "-url", srv.URL, "-rate", "100", "-duration", "200ms", "-json", out, queryFile(t))
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	r := readJSON(t, out)
+	status, _ := r["status"].(map[string]any)
+	if r["failed"] != 20.0 || r["ok"] != 0.0 || status["401"] == nil {
+		t.Errorf("the report %v: want 20 failed, none ok, the 401s counted", r)
+	}
+}

@@ -123,7 +123,11 @@ var commands = []command{
 			"a slow container is hedged within a budget. Reports latency from each\n" +
 			"query's due time (and from its send), ok, degraded and failed answers\n" +
 			"apart, and a row per endpoint; with A:B:STEP, the knee.\n",
-		exits: "  0  it ran, whatever the answers\n" + exitsBad + exitsInterrupted,
+		exits: "  0  it ran, whatever the answers: refused connections, a refused\n" +
+			"     token or a cluster the server does not have included (the\n" +
+			"     report's statuses say which)\n" +
+			"  2  bad flags or input: a query FILE, a certificate, key or header\n" +
+			"     file that cannot be read, a -json FILE that cannot be written\n" + exitsInterrupted,
 		flags: func(fs *flag.FlagSet) { addBenchFlags(fs, &benchFlags{}) },
 	},
 }
