@@ -32,8 +32,13 @@ type Server struct {
 	*httptest.Server
 	fault func(r *http.Request, n int) int // n: earlier requests for the same method and path
 
-	lnMu   sync.Mutex // held while Down or Up use the Listener, and Close marks closed
+	lnMu   sync.Mutex // held while Down, Up and Close use the listeners, and Close marks closed
 	closed bool
+	// ln is the listener Up opened last, or nil. The embedded Listener is
+	// left as httptest set it: its serving goroutine reads that field, and
+	// nothing would order the read before a write by Up (the race detector
+	// says so).
+	ln net.Listener
 
 	mu      sync.Mutex
 	seen    map[string]int // requests per method and path
@@ -173,8 +178,17 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 func (s *Server) Down() {
 	s.lnMu.Lock()
 	defer s.lnMu.Unlock()
-	_ = s.Listener.Close()
+	_ = s.listener().Close()
 	s.CloseClientConnections()
+}
+
+// listener returns the listener in use: Up's last, or httptest's. s.lnMu
+// is held.
+func (s *Server) listener() net.Listener {
+	if s.ln != nil {
+		return s.ln
+	}
+	return s.Listener
 }
 
 // Close shuts the server down, as httptest.Server's Close does; Up then
@@ -182,6 +196,9 @@ func (s *Server) Down() {
 func (s *Server) Close() {
 	s.lnMu.Lock()
 	s.closed = true
+	if s.ln != nil {
+		_ = s.ln.Close()
+	}
 	s.lnMu.Unlock()
 	s.Server.Close()
 }
@@ -197,7 +214,7 @@ func (s *Server) Up() error {
 	if err != nil {
 		return fmt.Errorf("listening again: %w", err)
 	}
-	s.Listener = ln
+	s.ln = ln
 	go func() { _ = s.Config.Serve(ln) }()
 	return nil
 }
