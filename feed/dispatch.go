@@ -242,9 +242,9 @@ func (r *run) dispatch(op *operation) {
 			// would be woken for every permit. It is looked at every 64
 			// operations.
 			if op.seq&63 == 1 {
-				r.handPermits = !r.pace.look(l.Stats(), time.Now())
+				r.pace.look(l.Stats(), time.Now())
 			}
-			if r.handPermits {
+			if !r.pace.binds {
 				op.permit, _ = l.Acquire(r.ctx) // ended: send tells it not sent
 			}
 		}
@@ -257,7 +257,7 @@ func (r *run) dispatch(op *operation) {
 type ratePace struct {
 	at       time.Time
 	released int64 // the limiter's permits released by at
-	binds    bool
+	binds    bool  // as the last look found
 }
 
 // paceWindow is the shortest time over which ratePace measures the
@@ -265,13 +265,13 @@ type ratePace struct {
 // window opening after a wait dispatches in a fraction of a millisecond.
 const paceWindow = 100 * time.Millisecond
 
-// look reports whether the limiter whose Stats are st at now holds its
-// attempts back by its rate limit: the limit is on, and allows less than
-// 1.25 times the attempts released over the last paceWindow or more (or
-// nothing was measured yet). A limit above that leaves the in-flight
+// look sets binds to whether the limiter whose Stats are st at now holds
+// its attempts back by its rate limit: the limit is on, and allows less
+// than 1.25 times the attempts released over the last paceWindow or more
+// (or nothing was measured yet). A limit above that leaves the in-flight
 // limit, or the input, to bind: the limiter lets its rate grow to twice
-// the rate admitted.
-func (p *ratePace) look(st retries.LimiterStats, now time.Time) bool {
+// the rate admitted. Looked at again before paceWindow, binds stays.
+func (p *ratePace) look(st retries.LimiterStats, now time.Time) {
 	released := st.Successes + st.Throttles + st.Failures
 	switch {
 	case st.Rate == 0:
@@ -279,13 +279,12 @@ func (p *ratePace) look(st retries.LimiterStats, now time.Time) bool {
 	case p.at.IsZero():
 		p.binds = true
 	case now.Sub(p.at) < paceWindow:
-		return p.binds
+		return
 	default:
 		sent := float64(released-p.released) / now.Sub(p.at).Seconds()
 		p.binds = st.Rate < 1.25*sent
 	}
 	p.at, p.released = now, released
-	return p.binds
 }
 
 // release ends the part in the run of op, which never joined its

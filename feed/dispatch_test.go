@@ -255,12 +255,12 @@ func TestRatePaceBinds(t *testing.T) {
 	} {
 		start = start.Add(step.after)
 		st := retries.LimiterStats{Rate: step.rate, Successes: step.released * 9 / 10, Throttles: step.released / 10}
-		if got := p.look(st, start); got != step.binds {
-			t.Errorf("step %d (rate %g, %d released): binds = %v, want %v", i, step.rate, step.released, got, step.binds)
+		if p.look(st, start); p.binds != step.binds {
+			t.Errorf("step %d (rate %g, %d released): binds = %v, want %v", i, step.rate, step.released, p.binds, step.binds)
 		}
 	}
 	var fresh ratePace
-	if !fresh.look(retries.LimiterStats{Rate: 10}, start) {
+	if fresh.look(retries.LimiterStats{Rate: 10}, start); !fresh.binds {
 		t.Error("a first look at a rate limit that is on: binds = false, want true")
 	}
 }

@@ -49,7 +49,6 @@ type operation struct {
 	safe      bool
 	condition string // as Operation has them
 	create    bool
-	tag       any
 	// pub is the Operation it was prepared from, handed to the hooks and
 	// to done as it came (see prepare); zero in a parse.
 	pub        Operation
@@ -443,7 +442,7 @@ func read(open func() *opReader) iter.Seq2[Operation, error] {
 
 // public returns op as an Operation, which remembers op.
 func (op *operation) public() Operation {
-	o := Operation{Kind: op.kind, ID: op.id, Condition: op.condition, Create: op.create, Line: op.line, Offset: op.off, Tag: op.tag, read: op}
+	o := Operation{Kind: op.kind, ID: op.id, Condition: op.condition, Create: op.create, Line: op.line, Offset: op.off, read: op}
 	if op.body != nil {
 		o.Fields = op.body[len(`{"fields":`) : len(op.body)-1 : len(op.body)-1]
 	}
@@ -463,7 +462,7 @@ func prepare(o Operation) (*operation, error) {
 	if op := o.read; op != nil && op.kind == o.Kind && op.id == o.ID && op.condition == o.Condition &&
 		op.create == o.Create && op.line == o.Line && op.off == o.Offset && sameBytes(op.body, o.Fields) {
 		c := *op
-		c.tag, c.pub = o.Tag, o
+		c.pub = o
 		return &c, nil
 	}
 	switch {
@@ -500,7 +499,7 @@ func prepare(o Operation) (*operation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid operation: %v", err)
 	}
-	op.off, op.tag, op.pub = o.Offset, o.Tag, o
+	op.off, op.pub = o.Offset, o
 	return op, nil
 }
 

@@ -28,9 +28,9 @@ type run struct {
 	work             chan *operation // to an idle sender
 	idle             atomic.Int32    // senders waiting on work
 	results          chan outcome    // to the hub
-	// handPermits: the dispatch takes each operation's first permit (see
-	// dispatch); only the dispatching goroutine uses it
-	handPermits bool
+	// pace: whether the sole limiter's rate binds; while it does not, the
+	// dispatch takes each operation's first permit (see dispatch). Only
+	// the dispatching goroutine uses it.
 	pace        ratePace
 	hubDone     chan struct{} // closed when the hub returns
 	finished    chan struct{} // closed when every operation of the run has ended
