@@ -57,6 +57,7 @@ type bulkState struct {
 // an interrupt, a SIGKILL or an outage, with its marker: exactly once.
 type Bulk struct {
 	path    string
+	hold    *hold
 	kind    string // "delete" or "update"
 	st      bulkState
 	resumed bool
@@ -67,30 +68,50 @@ type Bulk struct {
 // checkpoint at path (none for ""): resumed from there if the file exists
 // and is of this run, or new, with a new run id. It refuses a checkpoint
 // of another kind, of another run, or of other slices.
+//
+// With a checkpoint, the Bulk holds it until Close (another run that opens
+// it meanwhile gets an error wrapping ErrHeld), and a new run writes it
+// before OpenBulk returns: its run id, which a marker writes into each
+// document updated, is on disk before the first request, and a checkpoint
+// that cannot be written is refused before anything is sent.
 func OpenBulk(path string, of BulkOf, slices int) (*Bulk, error) {
 	st := bulkState{Version: 1, Cluster: of.Cluster, Selection: of.Selection, Update: compactJSON(of.Update), Namespace: of.Namespace,
 		DocumentType: of.DocumentType, Marker: of.Marker, URLs: of.URLs}
 	b := &Bulk{path: path, kind: of.kind(), st: st}
-	if path != "" {
-		c, err := ReadCheckpoint(path)
+	if err := b.open(slices); err != nil {
+		b.hold.release()
+		return nil, err
+	}
+	return b, nil
+}
+
+// open takes the checkpoint's hold and resumes from it, or starts a new
+// run and writes its first checkpoint.
+func (b *Bulk) open(slices int) error {
+	if b.path != "" {
+		var err error
+		if b.hold, err = takeHold(b.path); err != nil {
+			return err
+		}
+		c, err := ReadCheckpoint(b.path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 		case errors.Is(err, ErrNotCheckpoint):
-			return nil, fmt.Errorf("%s is not a checkpoint of retries %s", path, b.kind)
+			return fmt.Errorf("%s is not a checkpoint of retries %s", b.path, b.kind)
 		case err != nil:
-			return nil, err
+			return err
 		default:
-			if err := b.resume(c, slices); err != nil {
-				return nil, err
-			}
-			return b, nil
+			return b.resume(c, slices)
 		}
 	}
 	id := make([]byte, 8)
 	_, _ = rand.Read(id)
 	b.st.Run = hex.EncodeToString(id)
-	return b, nil
+	return b.save(visit.Progress{})
 }
+
+// Close lets the checkpoint go, for another run to take up.
+func (b *Bulk) Close() error { return b.hold.release() }
 
 // resume takes up the checkpoint c.
 func (b *Bulk) resume(c Checkpoint, nSlices int) error {

@@ -66,6 +66,7 @@ type Copier struct {
 	led     *Ledger
 	base    int64 // the documents done before the copy resumed
 	path    string
+	hold    *hold
 	resumed bool
 	visited atomic.Int64
 	acked   atomic.Int64
@@ -95,18 +96,26 @@ type copyMark struct {
 // OpenCopy returns a Copier for the copy of, in slices slices, with its
 // checkpoint at path (none for ""): resumed from there if the file exists
 // and is of this copy, or new. It refuses a checkpoint of another kind,
-// of another copy, or of a copy in other slices.
+// of another copy, or of a copy in other slices. With a checkpoint, the
+// Copier holds it until Close: another run that opens it meanwhile gets
+// an error wrapping ErrHeld.
 func OpenCopy(path string, of CopyOf, slices int) (*Copier, error) {
 	st := copyState{Version: 1, Cluster: of.Cluster, Selection: of.Selection, FieldSet: of.FieldSet, From: of.From, To: of.To}
 	c := &Copier{led: New(nil), path: path, queues: map[int][]visit.Document{}, ords: map[int][]int64{}}
 	c.changed = sync.NewCond(&c.mu)
 	if path != "" {
-		prev, resumed, err := readCopy(path, st)
-		if err != nil {
+		var err error
+		if c.hold, err = takeHold(path); err != nil {
 			return nil, err
 		}
-		if n := prev.Progress.Slices; n != 0 && n != slices {
-			return nil, fmt.Errorf("%s is of a copy in %d slices: give %d slices (a continuation token holds only for its slicing)", path, n, n)
+		prev, resumed, err := readCopy(path, st)
+		if err == nil && prev.Progress.Slices != 0 && prev.Progress.Slices != slices {
+			n := prev.Progress.Slices
+			err = fmt.Errorf("%s is of a copy in %d slices: give %d slices (a continuation token holds only for its slicing)", path, n, n)
+		}
+		if err != nil {
+			c.hold.release()
+			return nil, err
 		}
 		st, c.resumed = prev, resumed
 	}
@@ -146,6 +155,9 @@ func readCopy(path string, st copyState) (copyState, bool, error) {
 
 // Resumed reports whether the copy resumes from its checkpoint.
 func (c *Copier) Resumed() bool { return c.resumed }
+
+// Close lets the checkpoint go, for another run to take up.
+func (c *Copier) Close() error { return c.hold.release() }
 
 // Complete reports whether the checkpoint says the copy is complete:
 // then Run has nothing to copy.

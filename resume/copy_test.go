@@ -39,6 +39,7 @@ func TestCopierInterrupted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer c.Close()
 		from, err := visit.New(visit.Config{URLs: of.From, Cluster: "music", Slices: slices, Pages: true, WantedDocumentCount: 128})
 		if err != nil {
 			t.Fatal(err)

@@ -35,6 +35,7 @@ func ExampleCopier() {
 		if err != nil {
 			log.Fatal(err)
 		}
+		defer c.Close() // lets the checkpoint go, for the next run
 		if c.Complete() {
 			fmt.Println("the checkpoint says the copy is complete")
 			return

@@ -45,6 +45,7 @@ func ExampleFileFeed() {
 		if err != nil {
 			log.Fatal(err)
 		}
+		defer ff.Close() // lets the checkpoint go, for the next run
 		if ff.Complete() {
 			fmt.Println("the checkpoint says every operation was fed or reported")
 		}

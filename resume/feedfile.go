@@ -49,11 +49,14 @@ type FileFeed struct {
 	ck    *checkpoint // nil without a checkpoint
 	files *feedFiles  // nil without failed files
 	in    *os.File    // cfg.Input, if a file
+	hold  *hold       // the checkpoint's
 }
 
 // OpenFileFeed returns the FileFeed of cfg: it reads the checkpoint, if
 // there is one, and refuses it if it was made from another input, or with
 // other failed files; and it refuses failed files that are the input.
+// The FileFeed holds its checkpoint until Close: another run that opens
+// it meanwhile gets an error wrapping ErrHeld.
 func OpenFileFeed(cfg FileFeedConfig) (*FileFeed, error) {
 	f := &FileFeed{cfg: cfg}
 	f.in, _ = cfg.Input.(*os.File)
@@ -67,14 +70,22 @@ func OpenFileFeed(cfg FileFeedConfig) (*FileFeed, error) {
 		if f.in == nil {
 			return nil, errors.New("the input is not a file: a pipe cannot be resumed")
 		}
-		ck, err := openCheckpoint(cfg.Checkpoint, f.in, cfg.Failed)
+		h, err := takeHold(cfg.Checkpoint)
 		if err != nil {
 			return nil, err
 		}
-		f.ck = ck
+		ck, err := openCheckpoint(cfg.Checkpoint, f.in, cfg.Failed)
+		if err != nil {
+			h.release()
+			return nil, err
+		}
+		f.ck, f.hold = ck, h
 	}
 	return f, nil
 }
+
+// Close lets the checkpoint go, for another run to take up.
+func (f *FileFeed) Close() error { return f.hold.release() }
 
 // Resumed reports whether the feed resumes from its checkpoint.
 func (f *FileFeed) Resumed() bool { return f.ck != nil && f.ck.resumed }

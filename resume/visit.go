@@ -2,6 +2,8 @@ package resume
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,6 +59,7 @@ const visitSaveEvery = 250 * time.Millisecond
 // output back to that size and visits from that progress.
 type Visitor struct {
 	path    string
+	hold    *hold
 	out     *os.File
 	w       *bufio.Writer
 	st      visitState
@@ -73,30 +76,50 @@ type Visitor struct {
 // checkpoint at path (none for ""): a new visit creates the output (or
 // truncates it); one resumed from its checkpoint cuts it back to the size
 // the checkpoint covers. It refuses a checkpoint of another kind, of
-// another visit, or of a visit in other slices, and an output shorter than
-// its checkpoint says.
+// another visit, or of a visit in other slices, and an output that does
+// not agree with its checkpoint: shorter than it covers, or whose part it
+// covers does not end a line or holds another count of documents.
+//
+// With a checkpoint, the Visitor holds it until Close (another run that
+// opens it meanwhile gets an error wrapping ErrHeld), and a new visit
+// writes it before OpenVisit returns, so that a checkpoint that cannot be
+// written is refused before anything is visited.
 func OpenVisit(path string, of VisitOf, slices int) (*Visitor, error) {
 	v := &Visitor{path: path, st: visitState{Version: 1, Cluster: of.Cluster, Selection: of.Selection, FieldSet: of.FieldSet, Output: of.Output, URLs: of.URLs}}
-	if path != "" {
-		c, err := ReadCheckpoint(path)
-		switch {
-		case errors.Is(err, ErrNotCheckpoint):
-			return nil, fmt.Errorf("%s is not a checkpoint of retries visit", path)
-		case err == nil:
-			if err := v.resume(c, slices); err != nil {
-				return nil, err
-			}
-			return v, nil
-		case !errors.Is(err, fs.ErrNotExist):
-			return nil, err
+	if err := v.open(slices); err != nil {
+		if v.out != nil {
+			v.out.Close()
 		}
-	}
-	out, err := os.Create(of.Output)
-	if err != nil {
+		v.hold.release()
 		return nil, err
 	}
-	v.out, v.w, v.created = out, bufio.NewWriterSize(out, 256<<10), true
 	return v, nil
+}
+
+// open takes the checkpoint's hold and resumes from it, or creates the
+// output and writes the first checkpoint.
+func (v *Visitor) open(slices int) error {
+	if v.path != "" {
+		var err error
+		if v.hold, err = takeHold(v.path); err != nil {
+			return err
+		}
+		c, err := ReadCheckpoint(v.path)
+		switch {
+		case errors.Is(err, ErrNotCheckpoint):
+			return fmt.Errorf("%s is not a checkpoint of retries visit", v.path)
+		case err == nil:
+			return v.resume(c, slices)
+		case !errors.Is(err, fs.ErrNotExist):
+			return err
+		}
+	}
+	out, err := os.Create(v.st.Output)
+	if err != nil {
+		return err
+	}
+	v.out, v.w, v.created = out, bufio.NewWriterSize(out, 256<<10), true
+	return v.save(visit.Progress{})
 }
 
 // resume reads the checkpoint c of the visit v.st describes, and opens the
@@ -118,27 +141,62 @@ func (v *Visitor) resume(c Checkpoint, nSlices int) error {
 		return fmt.Errorf("%s is of a visit in %d slices: give %d slices (a continuation token holds only for its slicing)", v.path, prev.Progress.Slices, prev.Progress.Slices)
 	}
 	prev.URLs = st.URLs
-	out, err := os.OpenFile(st.Output, os.O_RDWR, 0)
+	flags := os.O_RDWR
+	if prev.OutputSize == 0 {
+		flags |= os.O_CREATE // nothing written yet: the output may not be there
+	}
+	out, err := os.OpenFile(st.Output, flags, 0o666)
 	if err != nil {
 		return err
 	}
+	v.out = out
 	fi, err := out.Stat()
-	if err == nil && fi.Size() < prev.OutputSize {
-		err = fmt.Errorf("%s holds %d bytes, fewer than the %d the checkpoint covers", st.Output, fi.Size(), prev.OutputSize)
-	}
-	if err == nil {
-		err = out.Truncate(prev.OutputSize)
-	}
-	if err == nil {
-		_, err = out.Seek(prev.OutputSize, io.SeekStart)
-	}
 	if err != nil {
-		out.Close()
 		return err
 	}
-	v.out, v.w, v.st, v.before = out, bufio.NewWriterSize(out, 256<<10), prev, prev.Documents
+	if err := checkOutput(out, fi.Size(), prev.OutputSize, prev.Documents); err != nil {
+		return fmt.Errorf("%s does not agree with %s: %v: remove both to visit again", st.Output, v.path, err)
+	}
+	if err := out.Truncate(prev.OutputSize); err != nil {
+		return err
+	}
+	if _, err := out.Seek(prev.OutputSize, io.SeekStart); err != nil {
+		return err
+	}
+	v.w, v.st, v.before = bufio.NewWriterSize(out, 256<<10), prev, prev.Documents
 	v.cutFrom, v.cutTo = fi.Size(), prev.OutputSize
 	v.resumed = prev.Progress.Slices != 0
+	return nil
+}
+
+// checkOutput checks that the first covered bytes of out, of size bytes,
+// are docs whole lines: a checkpoint's cut falls after a newline and
+// agrees with its count, or a resume would cut a document in two, or
+// leave documents out.
+func checkOutput(out *os.File, size, covered, docs int64) error {
+	if size < covered {
+		return fmt.Errorf("it holds %d bytes, fewer than the %d the checkpoint covers", size, covered)
+	}
+	buf := make([]byte, 1<<20)
+	var lines int64
+	var last byte
+	for off := int64(0); off < covered; {
+		n, err := out.ReadAt(buf[:min(int64(len(buf)), covered-off)], off)
+		lines += int64(bytes.Count(buf[:n], []byte{'\n'}))
+		if n > 0 {
+			last = buf[n-1]
+		}
+		off += int64(n)
+		if err != nil && off < covered {
+			return err
+		}
+	}
+	switch {
+	case covered > 0 && last != '\n':
+		return fmt.Errorf("the %d bytes the checkpoint covers end within a line", covered)
+	case lines != docs:
+		return fmt.Errorf("the %d bytes the checkpoint covers hold %d lines, where it counts %d documents", covered, lines, docs)
+	}
 	return nil
 }
 
@@ -210,8 +268,12 @@ func (v *Visitor) save(p visit.Progress) error {
 	return WriteCheckpoint(v.path, "visit", v.st)
 }
 
-// Close closes the output.
-func (v *Visitor) Close() error { return v.out.Close() }
+// Close closes the output and lets the checkpoint go, for another run to
+// take up.
+func (v *Visitor) Close() error {
+	err := v.out.Close()
+	return cmp.Or(err, v.hold.release())
+}
 
 // WritePage writes the documents of pg to w, one a line, as puts that
 // vespa feed and retries feed read: {"put":"id:…","fields":{…}}.

@@ -112,6 +112,41 @@ func (p *Process) Selection(selection string) string {
 	return "(" + selection + ") and " + p.DocumentType + "." + p.Marker + ` != "` + p.Run + `"`
 }
 
+// standsAlone checks that a document selection is one expression in
+// itself: its parentheses balanced outside its string literals (in double
+// or single quotes, with backslash escapes), and every literal closed, so
+// that "(S) and …" holds S whole. A selection such as "true) or (true"
+// would otherwise escape the condition joined to it.
+func standsAlone(selection string) error {
+	depth := 0
+	var quote byte
+	for i := 0; i < len(selection); i++ {
+		c := selection[i]
+		switch {
+		case quote != 0 && c == '\\':
+			i++ // the escaped byte
+		case quote != 0 && c == quote:
+			quote = 0
+		case quote != 0:
+		case c == '"' || c == '\'':
+			quote = c
+		case c == '(':
+			depth++
+		case c == ')':
+			if depth--; depth < 0 {
+				return fmt.Errorf("closes a parenthesis it did not open (at byte %d)", i)
+			}
+		}
+	}
+	switch {
+	case quote != 0:
+		return fmt.Errorf("leaves a string open (%c)", quote)
+	case depth > 0:
+		return fmt.Errorf("leaves %d parentheses open", depth)
+	}
+	return nil
+}
+
 // prepare checks p and returns it ready for requests of cfg's visit.
 func (p *Process) prepare(cfg Config) (*processing, error) {
 	chunk := p.TimeChunk
@@ -137,6 +172,11 @@ func (p *Process) prepare(cfg Config) (*processing, error) {
 	}
 	if p.Marker != "" && (p.Run == "" || p.DocumentType == "" || strings.ContainsAny(p.Run, `"\`)) {
 		return nil, errors.New("visit: a Marker needs a DocumentType and a Run without quotes or backslashes")
+	}
+	if p.Marker != "" {
+		if err := standsAlone(cfg.Selection); err != nil {
+			return nil, fmt.Errorf("visit: the selection %s, so the marker's condition cannot be joined to it", err)
+		}
 	}
 	if p.Update == nil {
 		if p.Marker != "" {

@@ -109,3 +109,38 @@ func TestProcessRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessMarkerGuard: with a marker, the selection must stand on its
+// own before "(S) and TYPE.MARKER != RUN" is joined to it: one that
+// closes a parenthesis it did not open ("true) or (true" would select the
+// documents already marked, and apply the increment again) or leaves a
+// parenthesis or a string open is refused by New, before any request;
+// parentheses and quotes inside string literals are the literal's.
+func TestProcessMarkerGuard(t *testing.T) {
+	t.Parallel()
+	var requests int
+	srv := visittest.New(t, 100, 8, func(*http.Request, int) int { requests++; return 0 })
+	inc := json.RawMessage(`{"fields":{"n":{"increment":1}}}`)
+	newWith := func(sel string) error {
+		_, err := New(Config{URL: srv.URL, Cluster: "music", Selection: sel,
+			Process: &Process{Update: inc, Namespace: "music", DocumentType: "music", Marker: "run", Run: "r1"}})
+		return err
+	}
+	for _, sel := range []string{"true) or (true", "(true", `music.s == "x`, `music.s == 'x) or (true`, "true)", ") or (", `music.s == "a\"`} {
+		if err := newWith(sel); err == nil || !strings.Contains(err.Error(), "marker's condition") {
+			t.Errorf("selection %q: New() = %v, want it refused", sel, err)
+		}
+	}
+	for _, sel := range []string{"true", "(music.n < 3) or (music.n > 9)", `music.s == ")"`, `music.s == '(' and music.t == "x'y)"`, `music.s == "a\")"`, `music.s == 'it\'s ('`} {
+		if err := newWith(sel); err != nil {
+			t.Errorf("selection %q: New() = %v, want it taken", sel, err)
+		}
+	}
+	if requests != 0 {
+		t.Errorf("%d requests: want none", requests)
+	}
+	// Without a marker there is nothing to join: the server judges it.
+	if _, err := New(Config{URL: srv.URL, Cluster: "music", Selection: "true) or (true", Process: &Process{}}); err != nil {
+		t.Errorf("a delete: New() = %v, want the selection left to the server", err)
+	}
+}

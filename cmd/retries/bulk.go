@@ -43,7 +43,7 @@ func addBulkFlags(fs *flag.FlagSet, f *bulkFlags, update bool) {
 		fs.StringVar(&f.namespace, "namespace", "", "the documents' `NS` (required)")
 		fs.StringVar(&f.docType, "type", "", "the documents' type `T` (required)")
 		fs.StringVar(&f.update, "update", "", "the update, `JSON` ({\"fields\": {…}}) or @FILE (required)")
-		fs.StringVar(&f.marker, "marker", "", "a string attribute `FIELD` of the type, marked with the run's id, so that an update not safe to repeat (an increment, an add…) is applied once")
+		fs.StringVar(&f.marker, "marker", "", "a string attribute `FIELD` of the type, marked with the run's id, so that an update not safe to repeat (an increment, an add…) is applied once (needs -checkpoint, which keeps the run's id)")
 	} else {
 		fs.StringVar(&f.namespace, "namespace", "", "with -type: delete the documents of namespace `NS` only")
 		fs.StringVar(&f.docType, "type", "", "with -namespace: delete the documents of type `T` only")
@@ -80,6 +80,8 @@ func runBulk(ctx context.Context, args []string, update bool, stdout, stderr io.
 		return usageErrorf("%s: -url, -cluster and -selection are required", name)
 	case update && (f.namespace == "" || f.docType == "" || f.update == ""):
 		return usageErrorf("update: -namespace, -type and -update are required")
+	case f.marker != "" && f.checkpoint == "":
+		return usageErrorf("update: -marker needs -checkpoint: the run's id, which the marker writes, is kept there before the first request, so that the same command run again after an interrupt goes on with it and applies the update once; without it, a second run is a new run, and applies it again to what the first reached")
 	case (f.namespace == "") != (f.docType == ""):
 		return usageErrorf("%s: -namespace and -type go together", name)
 	case len(pos) > 0:
@@ -115,6 +117,7 @@ func runBulk(ctx context.Context, args []string, update bool, stdout, stderr io.
 	if err != nil {
 		return setupErrorf("%s: -checkpoint: %v", name, err)
 	}
+	defer b.Close()
 	if b.Complete() {
 		fmt.Fprintf(stderr, "retries %s: %s says the run is complete: nothing to do (remove it to run again)\n", name, f.checkpoint)
 		return nil

@@ -43,7 +43,7 @@ func TestUpdateCommand(t *testing.T) {
 	t.Parallel()
 	srv := visittest.New(t, 4000, 64, visittest.ChunkFaults)
 	code, _, stderr := runCmd(t, "update", "-q", "-verify", "-url", srv.URL, "-cluster", "music", "-namespace", "music", "-type", "music",
-		"-selection", "music.n < 3000", "-update", `{"fields":{"n":{"increment":1}}}`, "-marker", "run", "-slices", "4")
+		"-selection", "music.n < 3000", "-update", `{"fields":{"n":{"increment":1}}}`, "-marker", "run", "-slices", "4", "-checkpoint", filepath.Join(t.TempDir(), "ck.json"))
 	if code != 0 || !strings.Contains(stderr, "-verify: no document matches") {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}

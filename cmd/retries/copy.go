@@ -101,6 +101,7 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return setupErrorf("copy: -checkpoint: %v", err)
 	}
+	defer cp.Close()
 	if cp.Complete() {
 		fmt.Fprintf(stderr, "retries copy: %s says the copy is complete: nothing to copy (remove it to copy again)\n", f.checkpoint)
 		return nil

@@ -228,6 +228,7 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	case err != nil:
 		return setupErrorf("feed: -checkpoint: %v", err)
 	}
+	defer ff.Close()
 	var progress fileWriter // created once the flags are known to be good
 	if f.progressFile != "" {
 		cfg.ProgressOut = &progress

@@ -25,7 +25,7 @@ type command struct {
 const (
 	exitsBad = "  2  bad flags or input, or a setup every request would meet (a refused\n" +
 		"     certificate or token, a cluster the server does not have, a\n" +
-		"     checkpoint of another run)\n"
+		"     checkpoint of another run, or one another process holds)\n"
 	exitsInterrupted = "  3  interrupted by SIGINT, SIGTERM or SIGHUP (a second one quits at once)\n"
 )
 
@@ -109,7 +109,11 @@ var commands = []command{
 		about: "Applies an update to every document that matches a selection, as\n" +
 			"delete deletes them. An update not safe to apply twice (an increment,\n" +
 			"an add…) needs -marker FIELD, a string attribute of the type that each\n" +
-			"document updated is marked with: it is then applied exactly once.\n",
+			"document updated is marked with the run's id, and -checkpoint, which\n" +
+			"keeps that id from before the first request: the same command run\n" +
+			"again, after an interrupt or a kill, goes on with the same run and\n" +
+			"applies the update once to each document. A second command on the\n" +
+			"same checkpoint while one runs is refused (exit 2).\n",
 		exits: "  0  every slice done\n  1  the run failed otherwise, or -verify found documents left\n" + exitsBad + exitsInterrupted +
 			"  4  a slice failed for longer than -max-outage\n",
 		flags: func(fs *flag.FlagSet) { addBulkFlags(fs, &bulkFlags{}, true) },

@@ -1,0 +1,28 @@
+//go:build unix
+
+package resume
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+// errLocked is lockFile's error when another open file holds the lock.
+var errLocked = errors.New("locked")
+
+// lockFile takes an exclusive flock on f without waiting. A flock belongs
+// to the open file, so two opens in one process exclude each other too;
+// the system lets it go when the file is closed or the process ends.
+func lockFile(f *os.File) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EWOULDBLOCK:
+			return errLocked
+		}
+		return err
+	}
+}
