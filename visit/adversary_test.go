@@ -131,10 +131,12 @@ func TestPageMessageFailsTheSlice(t *testing.T) {
 // TestMaxOutageBoundsEveryFailure: servers that fail fast in ways that
 // are no error of HTTP (an error message on every stream, a 200 that is
 // HTML, something that is not HTTP, the same token for ever, the same
-// page for ever) end the visit with ErrMaxOutage, in a bounded number of
-// requests. They used to be asked for ever, hundreds of thousands of
-// times: each request admitted, and each repeated token, counted as
-// progress.
+// page for ever, a 429 to every request, a delete's same token for ever
+// with a count of documents processed) end the visit with ErrMaxOutage,
+// in a bounded number of requests. They used to be asked for ever,
+// hundreds of thousands of times: each request admitted, each repeated
+// token, each 429 (a turn to wait for) and each count processed counted
+// as progress.
 func TestMaxOutageBoundsEveryFailure(t *testing.T) {
 	t.Parallel()
 	notHTTP, err := net.Listen("tcp", "127.0.0.1:0")
@@ -176,6 +178,15 @@ func TestMaxOutageBoundsEveryFailure(t *testing.T) {
 			_, _ = w.Write(docPage(0, 10, map[string]any{"continuation": "same"}))
 		}},
 		"not HTTP": {false, nil},
+		"a 429 to every request": {false, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"message":"Rejecting execution due to overload: 12 requests already enqueued"}`))
+		}},
+		"the same token for ever, counting documents processed": {true, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"pathId":"/document/v1/","documentCount":50,"continuation":"same"}`))
+		}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -190,7 +201,11 @@ func TestMaxOutageBoundsEveryFailure(t *testing.T) {
 			// A -max-outage of three times the log's quiet time: at 0.5 s
 			// (the same as the quiet time) a loaded machine could end the
 			// visit before a failure came past it to be logged (CI saw it).
-			_, p, err := visitAll(t, Config{URL: u, Pages: tc.pages, MaxOutage: 3 * logQuiet, Log: &log})
+			cfg := Config{URL: u, Pages: tc.pages, MaxOutage: 3 * logQuiet, Log: &log}
+			if strings.Contains(name, "processed") {
+				cfg.Selection, cfg.Process = "true", &Process{}
+			}
+			_, p, err := visitAll(t, cfg)
 			took := time.Since(start)
 			if !errors.Is(err, ErrMaxOutage) || p.Complete() {
 				t.Fatalf("Visit() = %+v, %v after %v; want ErrMaxOutage", p, err, took)
@@ -321,5 +336,35 @@ func TestSourceSecretsRedacted(t *testing.T) {
 				t.Errorf("the error %q says nothing was redacted", err)
 			}
 		})
+	}
+}
+
+// TestNotAVisitPage: a 200 whose JSON is of another shape (a query
+// container's result, at a -url that is not document/v1's) fails the
+// visit, or the delete, at once with a *StatusError of status 200 that
+// says so: read as a page with no continuation, it ended each slice as
+// done, and the visit, or the delete, reported success having done
+// nothing.
+func TestNotAVisitPage(t *testing.T) {
+	t.Parallel()
+	var requests atomic.Int64
+	srv := serve(t, func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"root":{"id":"toplevel","relevance":1.0,"fields":{"totalCount":0},"coverage":{"full":true}}}`))
+	})
+	for _, proc := range []*Process{nil, {}} {
+		cfg := Config{URL: srv.URL, Pages: true}
+		if proc != nil {
+			cfg.Selection, cfg.Process = "true", proc
+		}
+		docs, p, err := visitAll(t, cfg)
+		var se *StatusError
+		if !errors.As(err, &se) || se.Status != http.StatusOK || !strings.Contains(se.Message, "not a document/v1 visit page") || p.Complete() || len(docs) != 0 {
+			t.Errorf("process %v: Visit() = %+v, %v; want a StatusError of 200 saying it is no visit page", proc != nil, p, err)
+		}
+	}
+	if n := requests.Load(); n != 2 {
+		t.Errorf("%d requests, want one a visit", n)
 	}
 }

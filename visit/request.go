@@ -21,6 +21,11 @@ import (
 // visits at once.
 var errBusy = errors.New("visit: 429 Too Many Requests")
 
+// errAlone is a 429 to a request sent with no other of its endpoint in
+// flight: the server serves no visit of this client at all, which is a
+// failure, not a turn to wait for.
+var errAlone = fmt.Errorf("%w, with no other request of this visit in flight", errBusy)
+
 // errCut is a stream that ended without its epilogue.
 var errCut = errors.New("visit: a stream cut short")
 
@@ -53,6 +58,9 @@ func (c *Client) request(ctx context.Context, s *slice, emit func([]Document, ma
 	switch code := resp.StatusCode; {
 	case code == http.StatusTooManyRequests:
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		if n == 1 {
+			return errAlone
+		}
 		return errBusy
 	case code/100 == 4 && code != http.StatusTooManyRequests:
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
@@ -92,6 +100,9 @@ func (c *Client) newRequest(ctx context.Context, s *slice, stream bool) *http.Re
 		q.Set("stream", "true")
 	}
 	method, path, body := http.MethodGet, "/document/v1/", io.Reader(nil)
+	if c.cfg.DocumentType != "" {
+		path = "/document/v1/" + url.PathEscape(c.cfg.Namespace) + "/" + url.PathEscape(c.cfg.DocumentType) + "/docid/"
+	}
 	if pr := c.proc; pr != nil {
 		method, path = pr.method, pr.path
 		if pr.body != nil {
@@ -123,13 +134,20 @@ func (c *Client) readPage(body io.Reader, s *slice, emit func([]Document, mark) 
 	}
 	read()
 	var v struct {
+		PathID        *string         `json:"pathId"`
 		Documents     []Document      `json:"documents"`
-		DocumentCount int             `json:"documentCount"`
+		DocumentCount *int            `json:"documentCount"`
 		Continuation  string          `json:"continuation"`
 		Message       json.RawMessage `json:"message"`
 	}
 	if err := json.Unmarshal(data, &v); err != nil {
 		return fmt.Errorf("%w: a page that is not JSON: %v", errCut, err) // asked for again
+	}
+	if v.PathID == nil && v.Documents == nil && v.DocumentCount == nil && v.Continuation == "" && len(v.Message) == 0 {
+		// A JSON object of another shape, such as a query container's
+		// {"root": …}: read as a page, it would end the slice.
+		return &StatusError{Status: http.StatusOK, Message: "the answer is not a document/v1 visit page (is the URL a document/v1 endpoint?): " +
+			c.secrets.Redact(firstLine(data))}
 	}
 	docs := v.Documents[:0]
 	for _, d := range v.Documents {
@@ -140,13 +158,13 @@ func (c *Client) readPage(body io.Reader, s *slice, emit func([]Document, mark) 
 	c.counts.documents.Add(int64(len(docs)))
 	c.counts.dropped.Add(int64(len(v.Documents) - len(docs)))
 	processed := 0
-	if c.proc != nil {
-		processed = v.DocumentCount
+	if c.proc != nil && v.DocumentCount != nil {
+		processed = *v.DocumentCount
 		c.counts.documents.Add(int64(processed))
 	}
-	if len(docs) > 0 || processed > 0 {
+	if len(docs) > 0 {
 		s.progressed()
-	}
+	} // a delete's or an update's count is no progress: only its token moving is
 	mark := func() mark { m := s.mark(); m.processed = processed; return m }
 	if msg := pageMessage(v.Message); msg != "" {
 		// The server says the visit failed (an older Vespa answers a

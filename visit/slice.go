@@ -30,6 +30,7 @@ func (c *Client) Visit(ctx context.Context, from Progress, page func(Page) error
 		from.Seen = make([][]string, n)
 	}
 	prog := from.clone()
+	c.heard.Store(time.Now().UnixNano())
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	type result struct {
@@ -44,7 +45,7 @@ func (c *Client) Visit(ctx context.Context, from Progress, page func(Page) error
 		if prog.Done[i] {
 			continue
 		}
-		s := newSlice(i, c.endpoints[i%len(c.endpoints)], from.Tokens[i], from.Seen[i])
+		s := newSlice(i, c.endpoints[i%len(c.endpoints)], from.Tokens[i], from.Seen[i], &c.heard)
 		wg.Go(func() {
 			err := c.run(ctx, s, func(docs []Document, m mark) bool {
 				r := result{slice: i, docs: docs, mark: m, ack: make(chan bool, 1)}
@@ -122,16 +123,17 @@ type slice struct {
 	// the last one (at a resume, the progress's Seen); recent, those read
 	// since the last one. A visit from token may send them again: they
 	// are dropped when it does.
-	older   map[string]struct{}
-	olderL  []string
-	recent  map[string]struct{}
-	recentL []string
-	heard   atomic.Int64 // when the slice last read something new, as UnixNano, less the time it waited at the gate since
-	pieces  int          // new documents and tokens that moved the slice, read
+	older    map[string]struct{}
+	olderL   []string
+	recent   map[string]struct{}
+	recentL  []string
+	heard    atomic.Int64  // when the slice last read something new, as UnixNano, less the time it waited at the gate since
+	anyHeard *atomic.Int64 // when any slice of the visit did (Client.heard)
+	pieces   int           // new documents and tokens that moved the slice, read
 }
 
-func newSlice(id int, ep *endpoint, token string, seen []string) *slice {
-	s := &slice{id: id, ep: ep, token: token, recent: map[string]struct{}{}}
+func newSlice(id int, ep *endpoint, token string, seen []string, anyHeard *atomic.Int64) *slice {
+	s := &slice{id: id, ep: ep, token: token, recent: map[string]struct{}{}, anyHeard: anyHeard}
 	s.older, s.olderL = set(seen), seen
 	return s
 }
@@ -211,7 +213,9 @@ func (s *slice) mark() mark {
 // again, is no progress: a server that answers the same page or token for
 // ever is out, however fast it answers.
 func (s *slice) progressed() {
-	s.heard.Store(time.Now().UnixNano())
+	now := time.Now().UnixNano()
+	s.heard.Store(now)
+	s.anyHeard.Store(now)
 	s.pieces++
 }
 
@@ -242,6 +246,14 @@ func (c *Client) run(ctx context.Context, s *slice, emit func([]Document, mark) 
 			c.health.ok()
 			continue // a stream cut short after it brought something: on from there at once
 		case errors.Is(err, errBusy): // the gate holds the slice back from now on
+			// Waiting at the gate is no outage while other slices read;
+			// while none does, it is one.
+			if errors.Is(err, errAlone) {
+				c.health.failed(err, c.cfg.MaxOutage)
+			}
+			if c.cfg.MaxOutage > 0 && time.Since(time.Unix(0, s.anyHeard.Load())) >= c.cfg.MaxOutage {
+				return fmt.Errorf("%w (%v, no slice read anything: every request was answered 429, the server served no visit): %w", ErrMaxOutage, c.cfg.MaxOutage, &shortError{err})
+			}
 			if sleep(ctx, time.Duration(100+rand.IntN(200))*time.Millisecond) != nil {
 				return context.Cause(ctx)
 			}

@@ -36,6 +36,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/seed32e55400/retries"
@@ -53,6 +54,10 @@ type Config struct {
 	// Selection, FieldSet and BucketSpace are document/v1's selection,
 	// fieldSet and bucketSpace; "" for the server's defaults.
 	Selection, FieldSet, BucketSpace string
+	// Namespace and DocumentType, both or neither, restrict a visit to
+	// the documents of that type in that namespace, through
+	// /document/v1/NAMESPACE/TYPE/docid/. A Process has its own.
+	Namespace, DocumentType string
 	// Slices is how many slices the corpus is split into, visited at once
 	// as the server allows (its 429s teach the gate how many); 0: 1. A
 	// Progress holds to it.
@@ -66,7 +71,9 @@ type Config struct {
 	TLS    *tls.Config // for https URLs; nil: Go's defaults
 	// MaxOutage ends a visit whose slice has read nothing (no document,
 	// no token) for this long, waiting for a place at the gate left out,
-	// with an error matching ErrMaxOutage; 0: 5 minutes, negative: none.
+	// or none of whose slices has read anything for this long (every
+	// request answered 429, say), with an error matching ErrMaxOutage; 0:
+	// 5 minutes, negative: none.
 	MaxOutage time.Duration
 	// Budget bounds the outer layer's retries; nil: retries.NewBudget(0.1, 5).
 	Budget *retries.Budget
@@ -157,6 +164,10 @@ type Client struct {
 	secrets   *redact.Redactor // the values of cfg.Header
 	health    health
 	proc      *processing // cfg.Process, ready; nil for a visit
+	// heard is when any slice of the running Visit last read something
+	// new, as UnixNano: while every request is refused with a 429, no
+	// slice reads anything, and the visit is out once it is MaxOutage old.
+	heard atomic.Int64
 }
 
 // endpoint is one URL and the layers of the slices visited through it.
@@ -199,6 +210,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.Cluster == "" {
 		return nil, errors.New("visit: Cluster is required")
+	}
+	if (cfg.Namespace == "") != (cfg.DocumentType == "") {
+		return nil, errors.New("visit: Namespace and DocumentType go together")
 	}
 	cfg.Slices = max(cfg.Slices, 1)
 	if cfg.WantedDocumentCount <= 0 {
@@ -252,7 +266,9 @@ var ErrMaxOutage = errors.New("visit: a slice has failed for longer than -max-ou
 
 // StatusError is a page the server refused with a status that asking
 // again does not change (a 4xx other than 429), such as a cluster it does
-// not have; Message is its message.
+// not have, or a 200 that is no visit page (Status 200: an endpoint that
+// is not document/v1's, such as a query container's); Message is its
+// message.
 type StatusError struct {
 	Status  int
 	Message string

@@ -184,7 +184,9 @@ func verifyBulk(ctx context.Context, cfg visit.Config, name string, stderr io.Wr
 		fmt.Fprintf(stderr, "retries update: -verify: without -marker, a document updated still matches the selection: nothing to count\n")
 		return nil
 	}
+	// The documents of the run's namespace and type alone, as it saw them.
 	cfg.Process, cfg.Selection, cfg.FieldSet, cfg.Pages = nil, p.Selection(cfg.Selection), "[id]", true
+	cfg.Namespace, cfg.DocumentType = p.Namespace, p.DocumentType
 	c, err := visit.New(cfg)
 	if err != nil {
 		return setupErrorf("%s: -verify: %v", name, err)

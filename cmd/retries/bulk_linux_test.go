@@ -169,3 +169,31 @@ func TestBulkProgressFlag(t *testing.T) {
 		t.Errorf("-progress=often: exit %d, stderr:\n%s", code, stderr)
 	}
 }
+
+// TestDeleteVerifyOfItsType: -verify after a delete of one namespace and
+// type counts what is left of that type alone: the server's documents of
+// another type that match the selection are not the run's (it used to
+// visit every type, and exit 1 after a complete delete).
+func TestDeleteVerifyOfItsType(t *testing.T) {
+	t.Parallel()
+	srv := visittest.NewUnstartedServer(1000, 16, nil)
+	inner := srv.Config.Handler
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/document/v1/":
+			// Every type: one of another type besides the corpus (all of
+			// music), which a delete of music does not touch.
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"pathId":"/document/v1/","documents":[{"id":"id:other:other::1","fields":{}}],"documentCount":1}`))
+		default:
+			inner.ServeHTTP(w, r)
+		}
+	})
+	srv.Start()
+	t.Cleanup(srv.Close)
+	code, _, stderr := runCmd(t, "delete", "-q", "-verify", "-url", srv.URL, "-cluster", "music", "-namespace", "music", "-type", "music",
+		"-selection", "true", "-slices", "2")
+	if code != 0 || !strings.Contains(stderr, "-verify: no document matches") || srv.Deleted() != 1000 {
+		t.Errorf("exit %d, %d deleted; stderr:\n%s\nwant 0, every document of music deleted and none left", code, srv.Deleted(), stderr)
+	}
+}

@@ -187,6 +187,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	process := r.Method == http.MethodDelete || r.Method == http.MethodPut
 	switch {
 	case process && (r.URL.Path == "/document/v1/" && r.Method == http.MethodDelete || r.URL.Path == "/document/v1/music/music/docid/"):
+	case r.Method == http.MethodGet && r.URL.Path == "/document/v1/music/music/docid/": // its documents are all of music
 	case r.Method != http.MethodGet || r.URL.Path != "/document/v1/":
 		writeJSON(w, http.StatusNotFound, map[string]any{"message": "no visit at " + r.Method + " " + r.URL.Path})
 		return
