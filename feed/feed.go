@@ -101,7 +101,7 @@ func New(cfg Config) (*Client, error) {
 		c.unknownOut = &failedWriter{w: cfg.Unknown}
 	}
 	c.params = requestParams(cfg)
-	c.wire.secrets = redact.New(cfg.Header)
+	c.wire.secrets = redact.New(cfg.Header, urls...)
 	c.progressOut = c.out
 	if cfg.ProgressOut != nil {
 		c.progressOut = &lockedWriter{w: cfg.ProgressOut}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -19,7 +21,8 @@ import (
 // says nothing of whether the endpoint works is no failure to it (see
 // neutral).
 type endpoint struct {
-	url    string
+	url    string // as given, for requests
+	name   string // as said: url with its password, if any, redacted
 	brk    *retries.Breaker
 	policy retries.Policy // one attempt, guarded by brk
 
@@ -41,9 +44,9 @@ var neutral = retries.RetryAny(
 		return errors.As(err, &se) && se.SoftDoomed()
 	}))
 
-// newEndpoint returns the endpoint at url, with its breaker.
-func newEndpoint(url string) *endpoint {
-	e := &endpoint{url: url}
+// newEndpoint returns the endpoint at raw, parsed as u, with its breaker.
+func newEndpoint(raw string, u *url.URL) *endpoint {
+	e := &endpoint{url: strings.TrimRight(raw, "/"), name: strings.TrimRight(u.Redacted(), "/")}
 	e.brk = retries.NewBreaker(retries.BreakerConfig{FailFast: true, Backpressure: neutral})
 	e.policy = retries.New(retries.WithBreaker(e.brk), retries.WithReraise(true))
 	return e
@@ -77,7 +80,7 @@ func (c *Client) endpointStats() []EndpointStats {
 	now := time.Now().UnixNano()
 	s := make([]EndpointStats, len(c.eps))
 	for i, e := range c.eps {
-		s[i] = EndpointStats{URL: e.url, Breaker: e.brk.Stats(), Avoided: c.avoided(i, now)}
+		s[i] = EndpointStats{URL: e.name, Breaker: e.brk.Stats(), Avoided: c.avoided(i, now)}
 	}
 	return s
 }

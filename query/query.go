@@ -235,7 +235,7 @@ func New(cfg Config) (*Client, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("query: URL %q: want http://HOST[:PORT] or https://…", s)
 		}
-		c.eps = append(c.eps, newEndpoint(strings.TrimRight(s, "/")))
+		c.eps = append(c.eps, newEndpoint(s, u))
 	}
 	if c.cfg.MinMargin <= 0 {
 		c.cfg.MinMargin = 5 * time.Millisecond
@@ -459,7 +459,7 @@ func (c *Client) attempt(ctx context.Context, q Query, r *route, deadline time.T
 				if hedged {
 					c.stats.hedgesWon.Add(1)
 				}
-				a.res.Endpoint, a.res.Hedged = c.eps[a.i].url, hedged
+				a.res.Endpoint, a.res.Hedged = c.eps[a.i].name, hedged
 				return a.res, nil
 			}
 			if errors.Is(a.err, retries.ErrBreakerOpen) {
@@ -479,7 +479,7 @@ func (c *Client) attempt(ctx context.Context, q Query, r *route, deadline time.T
 			}
 			var se *StatusError
 			if errors.As(a.err, &se) {
-				se.Endpoint = c.eps[a.i].url
+				se.Endpoint = c.eps[a.i].name
 				se.down = se.Status >= 500 && !neutral.Match(nil, a.err) && !c.eps[a.i].up() // a failure of the endpoint, as its breaker counts them
 				if busy(se.Status) {
 					c.noHedging.Store(time.Now().Add(hedgePause).UnixNano())

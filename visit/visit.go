@@ -224,7 +224,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Budget == nil {
 		cfg.Budget = retries.NewBudget(0.1, 5)
 	}
-	c := &Client{cfg: cfg, secrets: redact.New(cfg.Header)}
+	c := &Client{cfg: cfg, secrets: redact.New(cfg.Header, urls...)}
 	if cfg.Process != nil {
 		var err error
 		if c.proc, err = cfg.Process.prepare(cfg); err != nil {

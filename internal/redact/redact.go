@@ -30,8 +30,11 @@ const minSecret = 6
 
 // New returns the Redactor of the values of h: each value, each of its
 // words (the token of "Bearer TOKEN"), and their URL-encoded,
-// base64-encoded and JSON-escaped forms. A nil *Redactor redacts nothing.
-func New(h http.Header) *Redactor {
+// base64-encoded and JSON-escaped forms; and of the password of each of
+// urls that has one (http://user:PASSWORD@host), with "user:PASSWORD"
+// (whose base64 is the Basic Authorization header Go's client sends for
+// it) in the same forms. A nil *Redactor redacts nothing.
+func New(h http.Header, urls ...string) *Redactor {
 	var forms []string
 	add := func(s string) {
 		if s == "" {
@@ -59,6 +62,16 @@ func New(h http.Header) *Redactor {
 					}
 				}
 			}
+		}
+	}
+	for _, s := range urls {
+		u, err := url.Parse(s)
+		if err != nil || u.User == nil {
+			continue
+		}
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			add(pw)
+			add(u.User.Username() + ":" + pw)
 		}
 	}
 	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })

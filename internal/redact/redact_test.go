@@ -36,3 +36,20 @@ func TestRedact(t *testing.T) {
 		t.Errorf("a nil Redactor: %q", got)
 	}
 }
+
+// TestRedactURLPassword: the password of a URL, and the Basic header Go's
+// client makes of it, are redacted in every form; the user alone and a
+// URL without a password add nothing.
+func TestRedactURLPassword(t *testing.T) {
+	t.Parallel()
+	r := New(nil, "http://alice:Pa55w0rd!zq@host:8080", "http://bob@other", "::bad")
+	basic := base64.StdEncoding.EncodeToString([]byte("alice:Pa55w0rd!zq"))
+	for _, echo := range []string{"Pa55w0rd!zq", "Basic " + basic, basic, url.QueryEscape("Pa55w0rd!zq"), "alice:Pa55w0rd!zq"} {
+		if got := r.Redact("echo: " + echo); strings.Contains(got, "Pa55w0rd") || strings.Contains(got, basic) {
+			t.Errorf("Redact(%q) = %q", echo, got)
+		}
+	}
+	if got := r.Redact("alice and bob"); got != "alice and bob" {
+		t.Errorf("Redact of the users = %q, want them kept", got)
+	}
+}
