@@ -126,6 +126,13 @@ type Query struct {
 	// Body, if not nil, is a JSON object holding the query; Params are
 	// then sent in the URL beside it.
 	Body []byte
+	// RawQuery, if not "", is a query string sent as it is written, before
+	// Params: a ";" or a "%" that starts no escape included, which
+	// url.Values cannot hold (url.Query drops such a pair), as
+	// vespa-fbench sends the lines of its query file. Only what a request
+	// line cannot carry (white space, control bytes, bytes beyond ASCII) is
+	// escaped. A timeout in it counts as one in Params.
+	RawQuery string
 }
 
 // Client sends queries. It is safe for concurrent use by multiple
@@ -629,25 +636,37 @@ func (c *Client) request(ctx context.Context, endpoint string, q Query, t time.D
 	for k, v := range q.Params {
 		params[k] = v
 	}
+	raw := q.RawQuery
 	body := q.Body
 	if t > 0 {
+		var rawT string
+		var inRaw bool
+		raw, rawT, inRaw = cutTimeout(raw)
 		if own, ok := parseTimeout(params.Get("timeout")); ok {
 			t = min(t, own)
 		}
-		params.Set("timeout", formatTimeout(t))
+		if own, ok := parseTimeout(rawT); ok && inRaw {
+			t = min(t, own)
+		}
 		if body != nil {
 			var err error
-			if body, err = withTimeout(body, t); err != nil {
+			if body, t, err = withTimeout(body, t); err != nil {
 				return nil, err
 			}
 		}
+		params.Set("timeout", formatTimeout(t)) // the body's, if it asks for less: the two agree
 	}
 	path := q.Path
 	if path == "" {
 		path = "/search/"
 	}
 	u := endpoint + path
-	if len(params) > 0 {
+	switch {
+	case raw != "" && len(params) > 0:
+		u += "?" + sendable(raw) + "&" + params.Encode()
+	case raw != "":
+		u += "?" + sendable(raw)
+	case len(params) > 0:
 		u += "?" + params.Encode()
 	}
 	method := http.MethodGet
@@ -669,23 +688,29 @@ func (c *Client) request(ctx context.Context, endpoint string, q Query, t time.D
 }
 
 // withTimeout returns the JSON object body with its timeout set to t, or
-// kept if it asks for less.
-func withTimeout(body []byte, t time.Duration) ([]byte, error) {
+// kept if it asks for less, and the timeout it then holds.
+func withTimeout(body []byte, t time.Duration) ([]byte, time.Duration, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil {
-		return nil, fmt.Errorf("query: the body is not a JSON object: %w", err)
+		return nil, 0, fmt.Errorf("query: the body is not a JSON object: %w", err)
 	}
 	if own, ok := jsonTimeout(m["timeout"]); ok && own <= t {
-		return body, nil
+		return body, own, nil
 	}
 	m["timeout"], _ = json.Marshal(formatTimeout(t))
-	return json.Marshal(m)
+	b, err := json.Marshal(m)
+	return b, t, err
 }
 
 // queryTimeout returns the timeout q asks for, or Vespa's default.
 func queryTimeout(q Query) time.Duration {
 	if t, ok := parseTimeout(q.Params.Get("timeout")); ok {
 		return t
+	}
+	if _, raw, ok := cutTimeout(q.RawQuery); ok {
+		if t, ok := parseTimeout(raw); ok {
+			return t
+		}
 	}
 	var m struct{ Timeout json.RawMessage }
 	if q.Body != nil && json.Unmarshal(q.Body, &m) == nil {

@@ -41,7 +41,7 @@ func addBenchFlags(fs *flag.FlagSet, f *benchFlags) {
 	fs.StringVar(&f.rate, "rate", "", "`QPS` queries a second, open loop (required); A:B:STEP steps the rate from A to B and reports the knee")
 	fs.DurationVar(&f.duration, "duration", 10*time.Second, "how long to offer the rate (each step's, with A:B:STEP)")
 	fs.DurationVar(&f.deadline, "deadline", time.Second, "each query's deadline, from the time it is due: Vespa's timeout is what is left of it")
-	fs.StringVar(&f.hedge, "hedge", "auto", "auto: hedge after the 95th percentile of recent round trips, within the budget; off: never")
+	fs.StringVar(&f.hedge, "hedge", "auto", "auto: hedge after the 97th percentile of recent round trips, within the budget; off: never")
 	fs.StringVar(&f.jsonOut, "json", "", "write the report to `FILE` as JSON too")
 	fs.DurationVar(&f.slo, "slo", 100*time.Millisecond, "with -rate A:B:STEP: the p99 a step's rate must keep to count for the knee")
 	fs.BoolVar(&f.quiet, "q", false, "no line per second")
@@ -78,7 +78,10 @@ func readQueries(r io.Reader) ([]benchQuery, error) {
 			if err != nil || !strings.HasPrefix(u.Path, "/") || u.Host != "" {
 				return nil, fmt.Errorf("line %d: want a path and query string such as /search/?yql=…, or a JSON object", n)
 			}
-			qs = append(qs, benchQuery{query.Query{Path: u.Path, Params: u.Query()}, n})
+			// The query string as written: url.Query would drop a pair with
+			// a ";" or a "%" that starts no escape, and benchmark another
+			// query.
+			qs = append(qs, benchQuery{query.Query{Path: u.Path, RawQuery: u.RawQuery}, n})
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -156,6 +159,15 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return setupErrorf("bench: %v", err)
 	}
+	var jsonOut *os.File
+	if f.jsonOut != "" {
+		// Opened now, so that a FILE that cannot be written is said
+		// before the run, not after it.
+		if jsonOut, err = os.OpenFile(f.jsonOut, os.O_WRONLY|os.O_CREATE, 0o644); err != nil {
+			return setupErrorf("bench: -json: %v", err)
+		}
+		defer jsonOut.Close()
+	}
 	c, err := query.New(query.Config{URLs: f.urls, Header: header, TLS: tlsCfg, HTTP2: f.http2, NoHedge: f.hedge == "off"})
 	if err != nil {
 		return usageErrorf("bench: %v", err)
@@ -201,8 +213,8 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(f.jsonOut, append(data, '\n'), 0o644); err != nil {
-			return setupErrorf("bench: -json: %v", err)
+		if err := writeAll(jsonOut, append(data, '\n')); err != nil {
+			return fmt.Errorf("bench: -json: %v", err)
 		}
 	}
 	if ctx.Err() != nil {
@@ -490,4 +502,16 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// writeAll makes f hold data alone, and closes it.
+func writeAll(f *os.File, data []byte) error {
+	err := f.Truncate(0)
+	if err == nil {
+		_, err = f.WriteAt(data, 0)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -7,7 +7,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -242,5 +244,49 @@ func TestBenchRefusedToken(t *testing.T) {
 	status, _ := r["status"].(map[string]any)
 	if r["failed"] != 20.0 || r["ok"] != 0.0 || status["401"] == nil {
 		t.Errorf("the report %v: want 20 failed, none ok, the 401s counted", r)
+	}
+}
+
+// TestBenchQueriesAsWritten: a query line with a raw ";" in its YQL and a
+// "%" that starts no escape is sent as written (url.Query dropped both
+// pairs, and bench measured a query without its yql, exit 0); a -json
+// FILE that cannot be written is refused before any query is sent
+// (it was said after the whole run).
+func TestBenchQueriesAsWritten(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.URL.RawQuery)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"root":{"id":"toplevel","relevance":1.0,"fields":{"totalCount":0},"coverage":{"coverage":100,"full":true}}}`))
+	}))
+	t.Cleanup(srv.Close)
+	line := `/search/?yql=select+*+from+music+where+title+contains+"a;b"&filter=50%off&hits=3`
+	q := writeFile(t, line+"\n")
+	code, _, stderr := runCmd(t, "bench", "-q", "-hedge", "off", "-url", srv.URL, "-rate", "20", "-duration", "100ms", q)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	mu.Lock()
+	sent := slices.Clone(got)
+	mu.Unlock()
+	for _, raw := range sent {
+		if !strings.HasPrefix(raw, `yql=select+*+from+music+where+title+contains+"a;b"&filter=50%off&hits=3&timeout=`) {
+			t.Fatalf("sent %q, want the line's query string as written, with the timeout after it", raw)
+		}
+	}
+	if len(sent) == 0 {
+		t.Fatal("no query sent")
+	}
+	n := len(sent)
+	code, _, stderr = runCmd(t, "bench", "-q", "-url", srv.URL, "-rate", "20", "-duration", "1h", "-json", filepath.Join(t.TempDir(), "missing", "r.json"), q)
+	mu.Lock()
+	after := len(got)
+	mu.Unlock()
+	if code != exitUsage || !strings.Contains(stderr, "-json") || after != n {
+		t.Errorf("an unwritable -json: exit %d, %d queries sent; stderr:\n%s\nwant 2 at once, none sent", code, after-n, stderr)
 	}
 }
