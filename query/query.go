@@ -492,7 +492,10 @@ func (c *Client) attempt(ctx context.Context, q Query, r *route, deadline time.T
 					c.noHedging.Store(time.Now().Add(hedgePause).UnixNano())
 					c.avoidFor(a.i, hedgePause)
 				}
-			} else if retries.IsConnectionError(a.err) {
+			} else if ef := (*endpointFault)(nil); errors.As(a.err, &ef) {
+				ef.down = !c.eps[a.i].up() // a probe's: the query goes to another endpoint
+				c.avoidFor(a.i, hedgePause)
+			} else if retries.IsConnectionError(a.err) || errors.Is(a.err, errNoAnswer) {
 				c.avoidFor(a.i, hedgePause)
 			}
 			if hedged && errors.Is(a.err, ErrNoTimeLeft) {
@@ -560,7 +563,8 @@ var retryWait = retries.WaitFunc(func(s retries.State) time.Duration {
 // breaker is open.
 func endpointDown(err error) bool {
 	var se *StatusError
-	return errors.As(err, &se) && se.down
+	var ef *endpointFault
+	return errors.As(err, &se) && se.down || errors.As(err, &ef) && ef.down
 }
 
 // retryable reports whether asking again may change the answer err: what
@@ -575,13 +579,8 @@ func busy(status int) bool {
 
 // send makes one request of q to endpoint i, through its breaker.
 // Without a deadline, nothing waits for ever: the request lasts at most
-// the query's timeout and a second.
+// the query's timeout and a second (ask).
 func (c *Client) send(ctx context.Context, i int, q Query, deadline time.Time, hasDeadline bool) (*Result, error) {
-	if !hasDeadline {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, queryTimeout(q)+time.Second)
-		defer cancel()
-	}
 	return c.eps[i].do(ctx, func(ctx context.Context) (*Result, error) { return c.ask(ctx, i, q, deadline, hasDeadline) })
 }
 
@@ -594,18 +593,27 @@ func (c *Client) ask(ctx context.Context, i int, q Query, deadline time.Time, ha
 	if err != nil {
 		return nil, retries.Permanent(err)
 	}
-	req, err := c.request(ctx, endpoint, q, t)
+	req, sent, err := c.request(ctx, endpoint, q, t)
 	if err != nil {
 		return nil, retries.Permanent(err)
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, err
+	// The container answers by the timeout it was sent (with what it has
+	// then): past it and half the margin, before the caller's deadline,
+	// or without a deadline past its timeout and a second, it is not
+	// answering, which its breaker counts.
+	wait := queryTimeout(q) + time.Second
+	if hasDeadline && sent > 0 {
+		wait = sent + c.margin(deadline, start)/2
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	resp.Body.Close()
+	rctx, stop := context.WithTimeoutCause(ctx, wait, errNoAnswer)
+	defer stop()
+	resp, err := c.http.Do(req.WithContext(rctx))
 	if err != nil {
-		return nil, err
+		return nil, noAnswer(ctx, rctx, err)
+	}
+	body, err := readBody(resp.Body)
+	if err != nil {
+		return nil, noAnswer(ctx, rctx, err)
 	}
 	took := time.Since(start)
 	if resp.StatusCode != http.StatusOK {
@@ -619,7 +627,9 @@ func (c *Client) ask(ctx context.Context, i int, q Query, deadline time.Time, ha
 	}
 	var r Result
 	if err := parse(body, &r); err != nil {
-		return nil, retries.Permanent(err) // a 200 that is no Vespa result: a proxy's page, not asked again
+		// A 200 that is no Vespa result (a proxy's page): not asked again,
+		// but a failure of the endpoint, which its breaker counts.
+		return nil, &endpointFault{err: err}
 	}
 	if d := r.Coverage.Degraded; d == nil || !d.Timeout && !d.AdaptiveTimeout {
 		c.rtt.add(took) // one cut by a timeout says nothing of the round trip
@@ -630,8 +640,9 @@ func (c *Client) ask(ctx context.Context, i int, q Query, deadline time.Time, ha
 }
 
 // request builds the request of q to endpoint, with timeout t (none for
-// 0).
-func (c *Client) request(ctx context.Context, endpoint string, q Query, t time.Duration) (*http.Request, error) {
+// 0), and returns the timeout it carries: t, or the query's own if
+// shorter.
+func (c *Client) request(ctx context.Context, endpoint string, q Query, t time.Duration) (*http.Request, time.Duration, error) {
 	params := url.Values{}
 	for k, v := range q.Params {
 		params[k] = v
@@ -651,7 +662,7 @@ func (c *Client) request(ctx context.Context, endpoint string, q Query, t time.D
 		if body != nil {
 			var err error
 			if body, t, err = withTimeout(body, t); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 		}
 		params.Set("timeout", formatTimeout(t)) // the body's, if it asks for less: the two agree
@@ -676,7 +687,7 @@ func (c *Client) request(ctx context.Context, endpoint string, q Query, t time.D
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for k, vs := range c.cfg.Header {
 		req.Header[k] = vs
@@ -684,7 +695,7 @@ func (c *Client) request(ctx context.Context, endpoint string, q Query, t time.D
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	return req, nil
+	return req, t, nil
 }
 
 // withTimeout returns the JSON object body with its timeout set to t, or
