@@ -142,6 +142,7 @@ type Client struct {
 	eps       []*endpoint
 	next      atomic.Uint64
 	http      *http.Client
+	spare     *http.Client // with one URL, its retries' and hedges' connections; else http
 	policy    retries.Policy
 	rtt       rtts
 	lat       latencies    // of the answers with a result: the hedge's delay
@@ -242,6 +243,9 @@ func New(cfg Config) (*Client, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("query: URL %q: want http://HOST[:PORT] or https://…", s)
 		}
+		if strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/search") {
+			return nil, fmt.Errorf("query: URL %q ends with /search/, which each query's path adds (/search/search/ would be asked): give the container's root, such as %s://%s", s, u.Scheme, u.Host)
+		}
 		c.eps = append(c.eps, newEndpoint(s, u))
 	}
 	if c.cfg.MinMargin <= 0 {
@@ -264,6 +268,13 @@ func New(cfg Config) (*Client, error) {
 		rt = t
 	}
 	c.http = &http.Client{Transport: rt}
+	c.spare = c.http
+	if t, ok := rt.(*http.Transport); ok && len(c.eps) == 1 {
+		// One URL, as a load balancer gives: a retry or a hedge goes to it
+		// on connections of their own, which the balancer may send to
+		// another container than the one that failed or is slow.
+		c.spare = &http.Client{Transport: t.Clone()}
+	}
 	c.lat.q = cfg.HedgeQuantile
 	if c.lat.q <= 0 || c.lat.q >= 1 {
 		c.lat.q = 0.97
@@ -281,15 +292,19 @@ func (c *Client) Search(ctx context.Context, q Query) (*Result, error) {
 	r := &route{c: c, first: int(c.next.Add(1) - 1)}
 	r.next = r.first
 	deadline, hasDeadline := ctx.Deadline()
-	p := c.policy
+	// Before the wait: a retry that no endpoint may take (every one
+	// avoided or down) ends the query now, with the answer it has, rather
+	// than after a wait for nothing.
+	stop := retries.StopAny(c.policy.Stop(), retries.StopIf(func(retries.State) bool { return !r.retryable() }))
 	if hasDeadline {
-		p = p.Copy(retries.WithStop(retries.StopAny(p.Stop(), retries.StopIf(func(s retries.State) bool {
+		stop = retries.StopAny(stop, retries.StopIf(func(s retries.State) bool {
 			// At the retry: what is left must hold a query (the median
 			// round trip) and the margin.
 			at := time.Now().Add(s.Wait)
 			return deadline.Sub(at) < max(c.rtt.median(), c.margin(deadline, at)+time.Millisecond)
-		}))))
+		}))
 	}
+	p := c.policy.Copy(retries.WithStop(stop))
 	c.stats.queries.Add(1)
 	var lastErr error
 	res, err := retries.DoValue(ctx, p, func(ctx context.Context) (*Result, error) {
@@ -309,6 +324,13 @@ func (c *Client) Search(ctx context.Context, q Query) (*Result, error) {
 		se.Requests = r.requests
 	}
 	return res, err
+}
+
+// Close closes the Client's idle connections. Queries in flight go on;
+// the Client is not to be used after Close.
+func (c *Client) Close() {
+	c.http.CloseIdleConnections()
+	c.spare.CloseIdleConnections()
 }
 
 // route chooses the endpoints of one query's requests, and counts them.
@@ -370,6 +392,14 @@ func (r *route) pick(kind int) (int, bool) {
 			i = up[r.first%len(up)]
 		}
 	case retry, hedge:
+		if n == 1 {
+			// One URL, a load balancer's: its 503 is one container's,
+			// and the request goes on other connections (spare).
+			if c.eps[0].up() {
+				i = 0
+			}
+			break
+		}
 		for k := range n {
 			if j := (r.next + k) % n; usable(j) {
 				i = j
@@ -387,6 +417,22 @@ func (r *route) pick(kind int) (int, bool) {
 		c.stats.retries.Add(1)
 	}
 	return i, true
+}
+
+// retryable reports whether a retry may go now: with one endpoint, while
+// its breaker is closed; with several, to one neither avoided nor down.
+func (r *route) retryable() bool {
+	c := r.c
+	if len(c.eps) == 1 {
+		return c.eps[0].up()
+	}
+	now := time.Now().UnixNano()
+	for j := range c.eps {
+		if !c.avoided(j, now) && c.eps[j].up() {
+			return true
+		}
+	}
+	return false
 }
 
 // unsent uncounts a request of kind that its endpoint's breaker refused.
@@ -421,8 +467,9 @@ func (c *Client) attempt(ctx context.Context, q Query, r *route, deadline time.T
 		if !ok {
 			return false
 		}
+		spare := r.requests%2 == 0 // with one URL, every other request on the spare connections
 		go func() {
-			r, err := c.send(ctx, i, q, deadline, hasDeadline)
+			r, err := c.send(ctx, i, q, deadline, hasDeadline, spare)
 			answers <- answer{r, err, i, kind}
 		}()
 		return true
@@ -436,7 +483,7 @@ func (c *Client) attempt(ctx context.Context, q Query, r *route, deadline time.T
 	}
 	pending := 1
 	var hedgeAt <-chan time.Time
-	if d, ok := c.lat.get(); ok && !c.cfg.NoHedge && len(c.eps) > 1 {
+	if d, ok := c.lat.get(); ok && !c.cfg.NoHedge {
 		t := time.NewTimer(d)
 		defer t.Stop()
 		hedgeAt = t.C
@@ -580,13 +627,13 @@ func busy(status int) bool {
 // send makes one request of q to endpoint i, through its breaker.
 // Without a deadline, nothing waits for ever: the request lasts at most
 // the query's timeout and a second (ask).
-func (c *Client) send(ctx context.Context, i int, q Query, deadline time.Time, hasDeadline bool) (*Result, error) {
-	return c.eps[i].do(ctx, func(ctx context.Context) (*Result, error) { return c.ask(ctx, i, q, deadline, hasDeadline) })
+func (c *Client) send(ctx context.Context, i int, q Query, deadline time.Time, hasDeadline, spare bool) (*Result, error) {
+	return c.eps[i].do(ctx, func(ctx context.Context) (*Result, error) { return c.ask(ctx, i, q, deadline, hasDeadline, spare) })
 }
 
 // ask makes one request of q to endpoint i, with what is left of the
-// deadline as the query's timeout.
-func (c *Client) ask(ctx context.Context, i int, q Query, deadline time.Time, hasDeadline bool) (*Result, error) {
+// deadline as the query's timeout, on the spare connections if spare.
+func (c *Client) ask(ctx context.Context, i int, q Query, deadline time.Time, hasDeadline, spare bool) (*Result, error) {
 	endpoint := c.eps[i].url
 	start := time.Now()
 	t, err := timeout(deadline, hasDeadline, start, c.margin(deadline, start))
@@ -607,7 +654,11 @@ func (c *Client) ask(ctx context.Context, i int, q Query, deadline time.Time, ha
 	}
 	rctx, stop := context.WithTimeoutCause(ctx, wait, errNoAnswer)
 	defer stop()
-	resp, err := c.http.Do(req.WithContext(rctx))
+	hc := c.http
+	if spare {
+		hc = c.spare
+	}
+	resp, err := hc.Do(req.WithContext(rctx))
 	if err != nil {
 		return nil, noAnswer(ctx, rctx, err)
 	}
