@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/seed32e55400/retries"
@@ -27,15 +29,59 @@ type Result struct {
 	Endpoint string
 	Requests int
 	Hedged   bool
+	// Raw is the result's JSON as the container wrote it, for what the
+	// fields above leave out (a renderer's own fields, a degraded reason
+	// of a newer Vespa).
+	Raw json.RawMessage
 }
 
 // Hit is one hit of a result (a child of its root): a document, or, with
-// grouping, a group.
+// grouping, a group list or a group, whose own hits are its Children, to
+// any depth. Relevance reads Vespa's "NaN", "Infinity" and "-Infinity"
+// too.
 type Hit struct {
 	ID        string          `json:"id"`
 	Relevance float64         `json:"relevance"`
 	Source    string          `json:"source"`
 	Fields    json.RawMessage `json:"fields"`
+	// Label is a group list's ("artist"), Value a group's (its JSON value:
+	// "a", or a number), Continuation a group list's or a group's
+	// ("next", "prev", "this": tokens for the grouping's continuations).
+	Label        string            `json:"label,omitempty"`
+	Value        json.RawMessage   `json:"value,omitempty"`
+	Continuation map[string]string `json:"continuation,omitempty"`
+	Children     []Hit             `json:"children,omitempty"`
+}
+
+// UnmarshalJSON reads a hit as Vespa renders it, with a relevance that is
+// a number or one of the strings its JSON writer gives a value that is no
+// number: "NaN", "Infinity", "-Infinity".
+func (h *Hit) UnmarshalJSON(b []byte) error {
+	type plain Hit
+	var v struct {
+		plain
+		Relevance json.RawMessage `json:"relevance"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*h = Hit(v.plain)
+	switch r := string(v.Relevance); r {
+	case "", "null":
+	case `"NaN"`:
+		h.Relevance = math.NaN()
+	case `"Infinity"`:
+		h.Relevance = math.Inf(1)
+	case `"-Infinity"`:
+		h.Relevance = math.Inf(-1)
+	default:
+		f, err := strconv.ParseFloat(r, 64)
+		if err != nil {
+			return fmt.Errorf("query: a hit's relevance %s is no number", r)
+		}
+		h.Relevance = f
+	}
+	return nil
 }
 
 // Coverage is root.coverage: how much of the corpus the result covers,
@@ -168,7 +214,7 @@ func parse(body []byte, r *Result) error {
 	if a.Root == nil {
 		return fmt.Errorf("%w: no root", ErrNotJSON)
 	}
-	r.Hits, r.TotalCount, r.Errors = a.Root.Children, a.Root.Fields.TotalCount, a.Root.Errors
+	r.Hits, r.TotalCount, r.Errors, r.Raw = a.Root.Children, a.Root.Fields.TotalCount, a.Root.Errors, body
 	if c := a.Root.Coverage; c != nil {
 		r.Coverage = *c
 		if d := c.Degraded; d != nil && *d == (Degraded{}) {
