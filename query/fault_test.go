@@ -80,7 +80,9 @@ func TestAnswerTooLarge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Search(t.Context(), Query{}); !errors.Is(err, ErrTooLarge) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Hour) // time to read 64 MiB under -race
+	defer cancel()
+	if _, err := c.Search(ctx, Query{}); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("Search() = %v, want ErrTooLarge", err)
 	}
 }

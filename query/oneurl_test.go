@@ -17,22 +17,23 @@ import (
 )
 
 // connServer is a container behind a load balancer's one URL, as each
-// connection sees it: the first connection it saw is bad (a container
-// that answers 503, or never answers), the others answer results.
+// connection sees it: the bad connections (a container that answers 503,
+// or never answers) and the others, which answer results. Unless told
+// which are bad, the first connection it sees is.
 type connServer struct {
 	mu    sync.Mutex
-	bad   string // the bad connection's remote address
-	hang  bool   // the bad connection never answers, rather than 503
+	bad   map[string]bool // the bad connections' remote addresses; nil: the first seen
+	hang  bool            // the bad connections never answer, rather than 503
 	conns map[string]int
 }
 
 func (s *connServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	if s.bad == "" {
-		s.bad = r.RemoteAddr
+	if s.bad == nil {
+		s.bad = map[string]bool{r.RemoteAddr: true}
 	}
 	s.conns[r.RemoteAddr]++
-	bad := r.RemoteAddr == s.bad
+	bad := s.bad[r.RemoteAddr]
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	switch {
@@ -64,18 +65,23 @@ func TestOneURL(t *testing.T) {
 			// The round trips the hedge's delay is learned from, on one
 			// connection of a container that answers them.
 			s.mu.Lock()
-			s.bad = "none yet"
+			s.bad = map[string]bool{}
 			s.mu.Unlock()
 			for range 40 {
 				if _, err := c.Search(t.Context(), Query{Params: url.Values{"yql": {"x"}}}); err != nil {
 					t.Fatal(err)
 				}
 			}
+			// The connections the warm-up made now hang: the next query's
+			// first request takes one of the primary pool's; its hedge one
+			// of its own, new (the warm-up's hedges' are closed).
 			s.mu.Lock()
 			for addr := range s.conns {
-				s.bad = addr // the warm connection, which the next query takes, now hangs
+				s.bad[addr] = true
 			}
+			s.conns = map[string]int{}
 			s.mu.Unlock()
+			c.spare.CloseIdleConnections()
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		res, err := c.Search(ctx, Query{Params: url.Values{"yql": {"x"}}})

@@ -627,8 +627,21 @@ func busy(status int) bool {
 // send makes one request of q to endpoint i, through its breaker.
 // Without a deadline, nothing waits for ever: the request lasts at most
 // the query's timeout and a second (ask).
+//
+// The breaker judges the request by what the container did: the caller's
+// deadline does not end the breaker's call (its end would make the
+// outcome neutral); the request's own timer (ask), set to the same
+// deadline, does, and a container that had not answered by then failed.
+// A cancel (a hedge won, the caller gave up) ends it at once, neutral.
 func (c *Client) send(ctx context.Context, i int, q Query, deadline time.Time, hasDeadline, spare bool) (*Result, error) {
-	return c.eps[i].do(ctx, func(ctx context.Context) (*Result, error) { return c.ask(ctx, i, q, deadline, hasDeadline, spare) })
+	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	defer context.AfterFunc(ctx, func() {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cancel()
+		}
+	})()
+	return c.eps[i].do(bctx, func(ctx context.Context) (*Result, error) { return c.ask(ctx, i, q, deadline, hasDeadline, spare) })
 }
 
 // ask makes one request of q to endpoint i, with what is left of the
@@ -640,17 +653,17 @@ func (c *Client) ask(ctx context.Context, i int, q Query, deadline time.Time, ha
 	if err != nil {
 		return nil, retries.Permanent(err)
 	}
-	req, sent, err := c.request(ctx, endpoint, q, t)
+	req, err := c.request(ctx, endpoint, q, t)
 	if err != nil {
 		return nil, retries.Permanent(err)
 	}
 	// The container answers by the timeout it was sent (with what it has
-	// then): past it and half the margin, before the caller's deadline,
-	// or without a deadline past its timeout and a second, it is not
-	// answering, which its breaker counts.
+	// then): at the deadline (the timeout and the margin), or without one
+	// past its timeout and a second, it is not answering, which its
+	// breaker counts.
 	wait := queryTimeout(q) + time.Second
-	if hasDeadline && sent > 0 {
-		wait = sent + c.margin(deadline, start)/2
+	if hasDeadline {
+		wait = deadline.Sub(start)
 	}
 	rctx, stop := context.WithTimeoutCause(ctx, wait, errNoAnswer)
 	defer stop()
@@ -691,9 +704,8 @@ func (c *Client) ask(ctx context.Context, i int, q Query, deadline time.Time, ha
 }
 
 // request builds the request of q to endpoint, with timeout t (none for
-// 0), and returns the timeout it carries: t, or the query's own if
-// shorter.
-func (c *Client) request(ctx context.Context, endpoint string, q Query, t time.Duration) (*http.Request, time.Duration, error) {
+// 0), or the query's own if shorter.
+func (c *Client) request(ctx context.Context, endpoint string, q Query, t time.Duration) (*http.Request, error) {
 	params := url.Values{}
 	for k, v := range q.Params {
 		params[k] = v
@@ -713,7 +725,7 @@ func (c *Client) request(ctx context.Context, endpoint string, q Query, t time.D
 		if body != nil {
 			var err error
 			if body, t, err = withTimeout(body, t); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 		}
 		params.Set("timeout", formatTimeout(t)) // the body's, if it asks for less: the two agree
@@ -738,7 +750,7 @@ func (c *Client) request(ctx context.Context, endpoint string, q Query, t time.D
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	for k, vs := range c.cfg.Header {
 		req.Header[k] = vs
@@ -746,7 +758,7 @@ func (c *Client) request(ctx context.Context, endpoint string, q Query, t time.D
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	return req, t, nil
+	return req, nil
 }
 
 // withTimeout returns the JSON object body with its timeout set to t, or

@@ -28,7 +28,7 @@ func TestRequestTimeoutsAgree(t *testing.T) {
 		{Query{RawQuery: "yql=a b&timeout=9"}, time.Second, "yql=a%20b&timeout=1000ms", ""},
 		{Query{RawQuery: "yql=a;b"}, 0, "yql=a;b", ""},
 	} {
-		req, _, err := c.request(context.Background(), "http://h", tc.q, tc.left)
+		req, err := c.request(context.Background(), "http://h", tc.q, tc.left)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -42,18 +42,17 @@ func (c *Client) request(ctx context.Context, s *slice, emit func([]Document, ma
 	var once sync.Once
 	leave := func(busy bool) { once.Do(func() { s.ep.gate.leave(busy, n) }) }
 	defer func() { leave(errors.Is(err, errBusy)) }()
-	c.counts.requests.Add(1)
-	defer func() { c.counts.count(ctx, err) }()
 	stream := !c.cfg.Pages && !s.ep.gate.crowded()
 	rctx, stop := c.watch(ctx, s)
 	defer stop()
 	resp, err := s.ep.http.Do(c.newRequest(rctx, s, stream))
 	if err != nil {
-		return err
+		return err // the wire counted it
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusOK {
 		s.ep.gate.took(n)
+		defer func() { c.counts.count(ctx, err) }()
 	}
 	switch code := resp.StatusCode; {
 	case code == http.StatusTooManyRequests:

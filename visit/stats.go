@@ -3,8 +3,13 @@ package visit
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
+	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/seed32e55400/retries"
 )
 
 // Stats are a Client's counts since New, its Visits' together, for
@@ -12,10 +17,10 @@ import (
 type Stats struct {
 	Documents int64 // handed out to a Visit's page function
 	Dropped   int64 // read again after a cut or a resume, and dropped
-	Requests  int64 // sent, every one counted
+	Requests  int64 // sent, every attempt counted, those the retry layers made again included
 	Throttled int64 // of them, answered 429: the server served no more visits
-	Cut       int64 // of them, a stream or a page cut short, taken up again
-	Failed    int64 // of them, failed otherwise: a 5xx or an error the layers gave up on, a 4xx
+	Cut       int64 // of them, a connection cut (reset, EOF) or a stream or a page cut short
+	Failed    int64 // of them, failed otherwise: a 5xx, a 4xx, a connection not made, an answer that is no page or moves nothing
 	InFlight  int64 // requests in flight now, over every endpoint
 	Limit     int64 // the visits the gates let in flight at once, over every endpoint
 	// Failing is the cause of the last request that failed, while no
@@ -31,18 +36,51 @@ type visitCounts struct {
 	documents, dropped, requests, throttled, cut, failed atomic.Int64
 }
 
-// count counts how a request that ended with err ended; ctx is the
-// visit's, whose end is no failure.
+// count counts how a request that the server answered 200 ended, with
+// err, after its body was read; ctx is the visit's, whose end is no
+// failure. What ended before (an attempt that failed, a status other than
+// 200) the wire counted, each attempt the retry layers made.
 func (k *visitCounts) count(ctx context.Context, err error) {
 	switch {
 	case err == nil, errors.Is(err, errStopped), ctx.Err() != nil:
-	case errors.Is(err, errBusy):
-		k.throttled.Add(1)
 	case errors.Is(err, errCut):
 		k.cut.Add(1)
 	default:
 		k.failed.Add(1)
 	}
+}
+
+// wire counts every attempt that goes on the wire under the retry
+// layers, and how it ended short of a 200: a 429, a cut connection (reset,
+// EOF), another failure. An attempt the visit itself ended (its context
+// canceled) is no failure.
+type wire struct {
+	rt http.RoundTripper
+	k  *visitCounts
+}
+
+func (w wire) RoundTrip(r *http.Request) (*http.Response, error) {
+	w.k.requests.Add(1)
+	resp, err := w.rt.RoundTrip(r)
+	switch {
+	case r.Context().Err() != nil:
+	case err != nil && (errors.Is(err, io.EOF) || retries.IsConnectionError(err) && !isDial(err)):
+		w.k.cut.Add(1)
+	case err != nil:
+		w.k.failed.Add(1)
+	case resp.StatusCode == http.StatusTooManyRequests:
+		w.k.throttled.Add(1)
+	case resp.StatusCode != http.StatusOK:
+		w.k.failed.Add(1)
+	}
+	return resp, err
+}
+
+// isDial reports whether err is a connection that could not be made: a
+// failure, not a cut.
+func isDial(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // Stats returns the client's counts since New.

@@ -254,7 +254,7 @@ func New(cfg Config) (*Client, error) {
 		outage := retries.RetryIfOutage(ep.breaker, DefaultOuter.Retry())
 		inner := DefaultInner.Copy(heard, retries.WithBreaker(ep.breaker), retries.WithRetry(retries.RetryAny(
 			retries.RetryAll(DefaultInner.Retry(), retries.RetryNot(retries.RetryIfStatus(http.StatusTooManyRequests))), outage)))
-		ep.http = &http.Client{Transport: retries.NewTransport(retries.NewTransport(base, inner), outer)}
+		ep.http = &http.Client{Transport: retries.NewTransport(retries.NewTransport(wire{base, &c.counts}, inner), outer)}
 		c.endpoints = append(c.endpoints, ep)
 	}
 	return c, nil

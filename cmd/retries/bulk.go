@@ -25,6 +25,7 @@ type bulkFlags struct {
 	checkpoint          string
 	maxOutage, progress time.Duration
 	quiet, verify       bool
+	count               bool
 	conn                connFlags
 	updating            bool
 }
@@ -56,6 +57,7 @@ func addBulkFlags(fs *flag.FlagSet, f *bulkFlags, update bool) {
 	fs.IntVar(&f.slices, "slices", 16, "split the corpus into `N` slices, processed at once as the server allows (fixed for a -checkpoint)")
 	fs.StringVar(&f.checkpoint, "checkpoint", "", "keep `FILE` up to date with how far the run is, and resume from it when it exists")
 	fs.BoolVar(&f.verify, "verify", false, "at the end, visit the selection again and say how many documents still match (0 once done)")
+	fs.BoolVar(&f.count, "count", false, "say how many documents the selection matches (of -namespace and -type, when given) and "+verb+" nothing")
 	addConnFlags(fs, &f.conn)
 	fs.DurationVar(&f.maxOutage, "max-outage", 5*time.Minute, "end the run when a slice has failed for this long")
 	f.progress = time.Second
@@ -111,6 +113,17 @@ func runBulk(ctx context.Context, args []string, update bool, stdout, stderr io.
 	header, tlsCfg, err := f.conn.load()
 	if err != nil {
 		return setupErrorf("%s: %v", name, err)
+	}
+	if f.count {
+		cfg := visit.Config{URLs: f.urls, Cluster: f.cluster, Selection: f.selection, Slices: f.slices, Header: header, TLS: tlsCfg,
+			MaxOutage: orNone(f.maxOutage), Log: stderr, LogPrefix: "retries " + name + ": ", Namespace: f.namespace, DocumentType: f.docType}
+		n, err := countMatches(ctx, cfg)
+		if err != nil {
+			return bulkCountError(ctx, name, "-count", err, stderr)
+		}
+		fmt.Fprintf(stdout, "{\"matches\":%d}\n", n)
+		fmt.Fprintf(stderr, "retries %s: -count: %d documents match; nothing %sd\n", name, n, name)
+		return nil
 	}
 	b, err := resume.OpenBulk(f.checkpoint, resume.BulkOf{Cluster: f.cluster, Selection: f.selection, Update: proc.Update,
 		Namespace: f.namespace, DocumentType: f.docType, Marker: f.marker, URLs: endpoints(f.urls)}, f.slices)
@@ -185,16 +198,11 @@ func verifyBulk(ctx context.Context, cfg visit.Config, name string, stderr io.Wr
 		return nil
 	}
 	// The documents of the run's namespace and type alone, as it saw them.
-	cfg.Process, cfg.Selection, cfg.FieldSet, cfg.Pages = nil, p.Selection(cfg.Selection), "[id]", true
+	cfg.Process, cfg.Selection = nil, p.Selection(cfg.Selection)
 	cfg.Namespace, cfg.DocumentType = p.Namespace, p.DocumentType
-	c, err := visit.New(cfg)
+	n, err := countMatches(ctx, cfg)
 	if err != nil {
-		return setupErrorf("%s: -verify: %v", name, err)
-	}
-	n := 0
-	if _, err := c.Visit(ctx, visit.Progress{}, func(pg visit.Page) error { n += len(pg.Documents); return nil }); err != nil {
-		fmt.Fprintf(stderr, "retries %s: -verify: %s\n", name, strings.TrimPrefix(err.Error(), "visit: "))
-		return errSilent
+		return bulkCountError(ctx, name, "-verify", err, stderr)
 	}
 	if n > 0 {
 		fmt.Fprintf(stderr, "retries %s: -verify: %d documents still match\n", name, n)
@@ -202,6 +210,41 @@ func verifyBulk(ctx context.Context, cfg visit.Config, name string, stderr io.Wr
 	}
 	fmt.Fprintf(stderr, "retries %s: -verify: no document matches\n", name)
 	return nil
+}
+
+// countMatches visits what cfg selects, ids only, and counts it.
+func countMatches(ctx context.Context, cfg visit.Config) (int, error) {
+	cfg.FieldSet, cfg.Pages = "[id]", true
+	c, err := visit.New(cfg)
+	if err != nil {
+		return 0, usageErrorf("%s", strings.TrimPrefix(err.Error(), "visit: "))
+	}
+	n := 0
+	_, err = c.Visit(ctx, visit.Progress{}, func(pg visit.Page) error { n += len(pg.Documents); return nil })
+	return n, err
+}
+
+// bulkCountError is the error of a count (what says which: -count,
+// -verify) that failed with err; it says so on stderr when no error of
+// the command will.
+func bulkCountError(ctx context.Context, name, what string, err error, stderr io.Writer) error {
+	var se *visit.StatusError
+	var ue *usageError
+	msg := strings.TrimPrefix(err.Error(), "visit: ")
+	switch {
+	case errors.As(err, &ue):
+		return usageErrorf("%s: %s: %s", name, what, ue.msg)
+	case errors.As(err, &se):
+		return setupErrorf("%s: %s: %s", name, what, msg)
+	case ctx.Err() != nil:
+		fmt.Fprintf(stderr, "retries %s: %s: interrupted\n", name, what)
+		return silentExit(exitInterrupted)
+	}
+	fmt.Fprintf(stderr, "retries %s: %s: %s\n", name, what, msg)
+	if errors.Is(err, visit.ErrMaxOutage) {
+		return silentExit(exitOutage)
+	}
+	return errSilent
 }
 
 // progressFlag is -progress of delete and update: a duration, or alone (as

@@ -197,3 +197,38 @@ func TestDeleteVerifyOfItsType(t *testing.T) {
 		t.Errorf("exit %d, %d deleted; stderr:\n%s\nwant 0, every document of music deleted and none left", code, srv.Deleted(), stderr)
 	}
 }
+
+// TestBulkSummaryCounts: the summary's requests, throttled, cut and
+// failed are what the server saw, every attempt counted, the retry
+// layers' included: it said "failed":0,"cut":0 while the server had
+// answered 500s and cut connections, which the layers had retried.
+func TestBulkSummaryCounts(t *testing.T) {
+	t.Parallel()
+	srv := visittest.New(t, 4000, 64, visittest.ChunkFaults)
+	code, stdout, stderr := runCmd(t, "delete", "-q", "-url", srv.URL, "-cluster", "music", "-selection", "true", "-slices", "4")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	var sum struct{ Documents, Requests, Throttled, Cut, Failed int }
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
+		t.Fatalf("the summary %q: %v", stdout, err)
+	}
+	n := srv.Requests()
+	var throttled, cut, failed int
+	for i := range n { // as visittest.ChunkFaults answers request i
+		switch i % 23 {
+		case 3, 14, 7, 17:
+			failed++
+		case 10:
+			cut++
+		case 20:
+			throttled++
+		}
+	}
+	if sum.Requests != n || sum.Throttled != throttled || sum.Cut != cut || sum.Failed != failed {
+		t.Errorf("the summary %+v; the server saw %d requests: %d throttled, %d cut, %d failed", sum, n, throttled, cut, failed)
+	}
+	if sum.Documents > 4000 || srv.Deleted() != 4000 {
+		t.Errorf("%d documents said deleted, %d deleted", sum.Documents, srv.Deleted())
+	}
+}

@@ -93,7 +93,7 @@ var commands = []command{
 	},
 	{
 		name:     "delete",
-		synopsis: "delete -url URL [-url URL…] -cluster CLUSTER -selection EXPR [-namespace NS -type T] [-slices N] [-checkpoint FILE] [-verify] [-header 'Name: value'] [-header-file FILE] [-cert FILE -key FILE] [-ca FILE] [-max-outage D] [-progress[=D]] [-q]",
+		synopsis: "delete -url URL [-url URL…] -cluster CLUSTER -selection EXPR [-namespace NS -type T] [-slices N] [-checkpoint FILE] [-count] [-verify] [-header 'Name: value'] [-header-file FILE] [-cert FILE -key FILE] [-ca FILE] [-max-outage D] [-progress[=D]] [-q]",
 		about: "Deletes every document that matches a selection, through document/v1's\n" +
 			"delete by selection, N slices at once as the server allows; a request\n" +
 			"that fails is asked again from its slice's last token, so that no\n" +
