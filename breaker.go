@@ -89,8 +89,9 @@ type BreakerConfig struct {
 // after the opening and then at intervals that double while probes fail,
 // up to MaxProbeInterval (1 s), or up to 100 ms after a probe answered with
 // a 5xx (or another status retried): a server that answers is there,
-// failing some requests, and the next probe may pass. A probe that
-// succeeds closes the breaker.
+// failing some requests, and the next probe may pass; after 8 such probes
+// in a row it fails every request, and the interval doubles again. A
+// probe that succeeds closes the breaker.
 // An attempt let through before the breaker opened that succeeds after it
 // does not close it: it says nothing of the server since.
 //
@@ -116,6 +117,7 @@ type Breaker struct {
 	streak      int           // failures since the last success
 	streakSince time.Time     // when the first of them was reported; zero before any success
 	interval    time.Duration // between probes, while open
+	answered    int           // probes answered with a 5xx in a row since the opening
 	probeAt     time.Time     // when the next probe may go
 	probing     bool          // a probe is in flight
 	wake        chan struct{} // closed when the waiters should look again
@@ -136,8 +138,14 @@ const (
 	breakerFirstWait = 50 * time.Millisecond
 	// breakerAnsweredWait caps the interval between probes answered with
 	// a 5xx: against a server failing half its requests, a stretch of 2 s
-	// with no probe through takes about 20 failures in a row.
-	breakerAnsweredWait = 100 * time.Millisecond
+	// with no probe through takes about 20 failures in a row. The cap
+	// holds for breakerAnsweredProbes such probes in a row; past them the
+	// server fails every request, as in a full outage of 503s, and the
+	// interval doubles as it does for probes that meet no server (a
+	// server failing half its requests fails 8 probes in a row once in
+	// 256 openings). A full outage drew a probe every 100 ms without it.
+	breakerAnsweredWait   = 100 * time.Millisecond
+	breakerAnsweredProbes = 8
 	breakerMaxWait      = time.Second
 )
 
@@ -310,10 +318,11 @@ func (b *Breaker) report(probe bool, o breakerOutcome) (outage bool) {
 		switch {
 		case b.state == BreakerClosed && b.failing(now):
 			b.open(now, min(breakerFirstWait, b.maxProbe()))
-		case probe && o == breakerFailedAnswer:
+		case probe && o == breakerFailedAnswer && b.answered < breakerAnsweredProbes:
 			// A server that answers is there, failing some requests:
 			// waiting longer for it says nothing more, and the next
 			// probe may pass.
+			b.answered++
 			b.open(now, min(2*b.interval, breakerAnsweredWait, b.maxProbe()))
 		case probe:
 			b.open(now, min(2*b.interval, b.maxProbe()))
@@ -384,6 +393,7 @@ func (b *Breaker) open(now time.Time, interval time.Duration) {
 	if b.state == BreakerClosed {
 		b.opened++
 		b.openSince = now
+		b.answered = 0
 	}
 	b.state = BreakerOpen
 	b.interval = interval

@@ -696,3 +696,35 @@ func TestBreakerProbesAnAnsweringServerOften(t *testing.T) {
 		})
 	}
 }
+
+// TestBreakerFullOutageOfAnswers, in fake time: a server that answers 503
+// to everything for 8 s draws probes every 100 ms at most for 8 probes,
+// then at intervals that double to MaxProbeInterval: at most 20 in the 8 s
+// (it drew 80, one every 100 ms, and a feed sent 86-94 requests into such
+// an outage where it had sent 27-34); the first probe after the outage
+// closes the breaker within MaxProbeInterval of its end.
+func TestBreakerFullOutageOfAnswers(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := retries.NewBreaker(retries.BreakerConfig{})
+		p := retries.New(retries.WithBreaker(b), retries.WithWait(retries.WaitNone()), retries.WithStop(retries.StopNever()),
+			retries.WithRetry(retries.RetryIfStatus(503)))
+		start := time.Now()
+		const outage = 8 * time.Second
+		var probes int
+		_, err := retries.DoValue(t.Context(), p, func(context.Context) (*http.Response, error) {
+			if b.State() != retries.BreakerClosed {
+				probes++
+			}
+			if time.Since(start) < outage {
+				return &http.Response{StatusCode: http.StatusServiceUnavailable, Body: http.NoBody}, nil
+			}
+			return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+		})
+		recovered := time.Since(start) - outage
+		if err != nil || probes > 20 || recovered > time.Second {
+			t.Errorf("DoValue() = %v after %d probes, recovered %v after the outage; want at most 20 probes in 8 s and recovery within 1 s", err, probes, recovered)
+		}
+		t.Logf("%d probes in 8 s, recovered %v after", probes, recovered)
+	})
+}
