@@ -146,7 +146,7 @@ const (
 	// 256 openings). A full outage drew a probe every 100 ms without it.
 	breakerAnsweredWait   = 100 * time.Millisecond
 	breakerAnsweredProbes = 8
-	breakerMaxWait      = time.Second
+	breakerMaxWait        = time.Second
 )
 
 // NewBreaker returns a closed Breaker configured by c.
