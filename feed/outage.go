@@ -160,7 +160,13 @@ func (c *Client) onBreaker(e *endpoint, from, to retries.BreakerState) {
 			if multi {
 				what = "every endpoint is failing"
 			}
-			c.out.logf("paused: %s (%s); sending only probes, %s\n", what, c.wire.failure(), limit)
+			hint := ""
+			if c.wire.responses.Load() == 0 {
+				// Nothing ever answered: most likely a wrong address,
+				// said now rather than at Config.FirstResponse.
+				hint = "; no request has got a response yet: check the URL"
+			}
+			c.out.logf("paused: %s (%s)%s; sending only probes, %s\n", what, c.wire.failure(), hint, limit)
 			c.event(slog.LevelInfo, "feed: paused: "+what, slog.String("failure", c.wire.failure()))
 		}
 	case !all && to == retries.BreakerClosed:

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -483,5 +484,30 @@ func TestSettleWritesUnsentInInputOrder(t *testing.T) {
 	}
 	if want := []string{"put", "update", "remove"}; !slices.Equal(got, want) {
 		t.Errorf("the -failed file holds %v, want %v", got, want)
+	}
+}
+
+// TestFeedDeadPortSaidAtOnce: against a port where nothing listens, the
+// feed's pause says the refusal and that no request has got a response,
+// as its breaker opens (within a second or two), where it said "check
+// -url" only at FirstResponse (30 s).
+func TestFeedDeadPortSaidAtOnce(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := newSignalWriter("retries feed: paused: ")
+	go func() {
+		<-w.found
+		cancel()
+	}()
+	runTestFeed(t, ctx, testFeedConfig(dead, w), puts(10))
+	if out := w.String(); !strings.Contains(out, "paused: the server is failing (") || !strings.Contains(out, "refused); no request has got a response yet: check the URL;") {
+		t.Errorf("the log:\n%s\nwant the pause to say the refusal, and that no request got a response", out)
 	}
 }

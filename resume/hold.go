@@ -54,7 +54,11 @@ func (h *hold) release() error {
 	if h == nil || h.f == nil {
 		return nil
 	}
+	uerr := unlockFile(h.f)
 	err := h.f.Close()
 	h.f = nil
+	if err == nil {
+		err = uerr
+	}
 	return err
 }

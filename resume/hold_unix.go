@@ -26,3 +26,9 @@ func lockFile(f *os.File) error {
 		return err
 	}
 }
+
+// unlockFile lets f's flock go before f is closed: a process forked
+// meanwhile (by any goroutine of this one) holds a copy of the descriptor
+// until it execs, and a close alone would leave the lock held by that
+// copy.
+func unlockFile(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
