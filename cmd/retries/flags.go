@@ -105,7 +105,7 @@ var commands = []command{
 	},
 	{
 		name:     "update",
-		synopsis: "update -url URL [-url URL…] -cluster CLUSTER -namespace NS -type T -selection EXPR -update JSON|@FILE [-marker FIELD] [every flag of delete]",
+		synopsis: "update -url URL [-url URL…] -cluster CLUSTER -namespace NS -type T -selection EXPR -update JSON|@FILE [-marker FIELD -checkpoint FILE] [every flag of delete]",
 		about: "Applies an update to every document that matches a selection, as\n" +
 			"delete deletes them. An update not safe to apply twice (an increment,\n" +
 			"an add…) needs -marker FIELD, a string attribute of the type that each\n" +

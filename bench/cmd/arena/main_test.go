@@ -222,7 +222,7 @@ func TestArenaBulk(t *testing.T) {
 	bin := buildRetries(t)
 	c := config{bulkMode: true, docs: 4000, buckets: 64, inflight: 2, limit: time.Minute, label: "bulk", seed: 3,
 		bulk: bulkConfig{faults: "0.1,0.05,0.05", selection: "true"}} // an increment of n leaves "true" matching: a request asked again would apply it again
-	line, exit, err := run(c, []string{"sh", "-c", bin + ` update -q -url $ARENA_URL -cluster music -namespace music -type music -selection "$ARENA_SELECTION" -update '{"fields":{"n":{"increment":1}}}' -marker run -slices 4`})
+	line, exit, err := run(c, []string{"sh", "-c", bin + ` update -q -url $ARENA_URL -cluster music -namespace music -type music -selection "$ARENA_SELECTION" -update '{"fields":{"n":{"increment":1}}}' -marker run -checkpoint "$(mktemp -d)/ck.json" -slices 4`})
 	if err != nil || exit != 0 {
 		t.Fatalf("run: %v, exit %d, %s", err, exit, line)
 	}
