@@ -137,3 +137,20 @@ func TestBusyReturnsAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestNewRefusesSearchPath: a URL that ends with /search/ (each query's
+// path adds it) is refused by New, naming the root to give; before, every
+// query went to /search/search/ and was answered 404.
+func TestNewRefusesSearchPath(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{"http://h:8080/search/", "http://h:8080/search", "https://gw/vespa/search/"} {
+		if _, err := New(Config{URLs: []string{u}}); err == nil || !strings.Contains(err.Error(), "ends with /search/") {
+			t.Errorf("New(%q) = %v, want it refused", u, err)
+		}
+	}
+	for _, u := range []string{"http://h:8080", "http://h:8080/", "https://gw/vespa/"} {
+		if _, err := New(Config{URLs: []string{u}}); err != nil {
+			t.Errorf("New(%q) = %v, want it taken", u, err)
+		}
+	}
+}

@@ -290,3 +290,14 @@ func TestBenchQueriesAsWritten(t *testing.T) {
 		t.Errorf("an unwritable -json: exit %d, %d queries sent; stderr:\n%s\nwant 2 at once, none sent", code, after-n, stderr)
 	}
 }
+
+// TestBenchHelpSaysTheHedgeQuantile: bench -h says the percentile the
+// hedge waits for as package query's default is (it said the 95th where
+// the client waits for the 97th).
+func TestBenchHelpSaysTheHedgeQuantile(t *testing.T) {
+	t.Parallel()
+	_, stdout, stderr := runCmd(t, "bench", "-h")
+	if help := stdout + stderr; !strings.Contains(help, "after the 97th percentile") || strings.Contains(help, "95th") {
+		t.Errorf("bench -h:\n%s\nwant the 97th percentile", help)
+	}
+}
