@@ -56,15 +56,24 @@
 // from scratch. Its queries are shared evenly by the others meanwhile.
 //
 // Each endpoint has a [retries.Breaker], which opens while the endpoint
-// fails most requests (refused connections, 500s and 502s, but not 503s,
-// 504s or soft doomed 500s, which say nothing of whether it works): 5 in
-// a row, or 15 of the last 20. Its queries then go to the others at once,
+// fails most requests (refused connections, 500s and 502s, a request left
+// unanswered at its deadline, a 200 that is no Vespa result such as a
+// proxy's page; but not 503s, 504s or soft doomed 500s, which say nothing
+// of whether it works): 5 in a row, or 15 of the last 20. Its queries then go to the others at once,
 // in one request each; a query now and then is its probe (50 ms after it
 // opened, then at intervals doubling to 1 s, or 100 ms at most after a
 // probe answered with a 5xx), asked again elsewhere if the probe fails,
 // and the first probe that succeeds closes it. When every breaker is open
 // a query fails at once with an error matching [retries.ErrBreakerOpen].
 // The root package's [retries.Limiter] is not used: see docs/query.md.
+//
+// # One URL
+//
+// With one URL, as a load balancer or Vespa Cloud gives, a 503 is one
+// container's: retries and hedges go to the same URL, every other request
+// of a query on a pool of connections of its own, which the balancer may
+// send to another container. The budget bounds them as it bounds the
+// others.
 package query
 
 import (
