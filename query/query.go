@@ -288,7 +288,12 @@ func New(cfg Config) (*Client, error) {
 	if c.lat.q <= 0 || c.lat.q >= 1 {
 		c.lat.q = 0.97
 	}
+	// Before the wait: a retry that no endpoint may take (every one
+	// avoided or down) ends the query now, with the answer it has, rather
+	// than after a wait for nothing.
+	noneOnward := retries.StopIf(func(retries.State) bool { _, ok := c.onward(0, time.Now().UnixNano()); return !ok })
 	c.policy = DefaultPolicy.Copy(retries.WithRetry(retryAnswer), retries.WithWait(retryWait),
+		retries.WithStop(retries.StopAny(DefaultPolicy.Stop(), noneOnward)),
 		retries.WithBudget(c.cfg.Budget), retries.WithObserver(cfg.Calls))
 	return c, nil
 }
@@ -301,19 +306,15 @@ func (c *Client) Search(ctx context.Context, q Query) (*Result, error) {
 	r := &route{c: c, first: int(c.next.Add(1) - 1)}
 	r.next = r.first
 	deadline, hasDeadline := ctx.Deadline()
-	// Before the wait: a retry that no endpoint may take (every one
-	// avoided or down) ends the query now, with the answer it has, rather
-	// than after a wait for nothing.
-	stop := retries.StopAny(c.policy.Stop(), retries.StopIf(func(retries.State) bool { return !r.retryable() }))
+	p := c.policy
 	if hasDeadline {
-		stop = retries.StopAny(stop, retries.StopIf(func(s retries.State) bool {
+		p = p.Copy(retries.WithStop(retries.StopAny(p.Stop(), retries.StopIf(func(s retries.State) bool {
 			// At the retry: what is left must hold a query (the median
 			// round trip) and the margin.
 			at := time.Now().Add(s.Wait)
 			return deadline.Sub(at) < max(c.rtt.median(), c.margin(deadline, at)+time.Millisecond)
-		}))
+		}))))
 	}
-	p := c.policy.Copy(retries.WithStop(stop))
 	c.stats.queries.Add(1)
 	var lastErr error
 	res, err := retries.DoValue(ctx, p, func(ctx context.Context) (*Result, error) {
@@ -401,19 +402,8 @@ func (r *route) pick(kind int) (int, bool) {
 			i = up[r.first%len(up)]
 		}
 	case retry, hedge:
-		if n == 1 {
-			// One URL, a load balancer's: its 503 is one container's,
-			// and the request goes on other connections (spare).
-			if c.eps[0].up() {
-				i = 0
-			}
-			break
-		}
-		for k := range n {
-			if j := (r.next + k) % n; usable(j) {
-				i = j
-				break
-			}
+		if j, ok := c.onward(r.next, now); ok {
+			i = j
 		}
 	}
 	if i < 0 {
@@ -428,20 +418,21 @@ func (r *route) pick(kind int) (int, bool) {
 	return i, true
 }
 
-// retryable reports whether a retry may go now: with one endpoint, while
-// its breaker is closed; with several, to one neither avoided nor down.
-func (r *route) retryable() bool {
-	c := r.c
-	if len(c.eps) == 1 {
-		return c.eps[0].up()
+// onward returns the endpoint a retry or a hedge goes to at now, the
+// first from next on neither avoided nor down; with one URL, a load
+// balancer's, whose 503 is one container's, that URL while it is up (the
+// request goes on the spare connections). False: none may take it.
+func (c *Client) onward(next int, now int64) (int, bool) {
+	n := len(c.eps)
+	if n == 1 {
+		return 0, c.eps[0].up()
 	}
-	now := time.Now().UnixNano()
-	for j := range c.eps {
-		if !c.avoided(j, now) && c.eps[j].up() {
-			return true
+	for k := range n {
+		if j := (next + k) % n; !c.avoided(j, now) && c.eps[j].up() {
+			return j, true
 		}
 	}
-	return false
+	return 0, false
 }
 
 // unsent uncounts a request of kind that its endpoint's breaker refused.
