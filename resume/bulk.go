@@ -5,9 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
 
 	"github.com/seed32e55400/retries/visit"
@@ -89,18 +87,11 @@ func OpenBulk(path string, of BulkOf, slices int) (*Bulk, error) {
 // run and writes its first checkpoint.
 func (b *Bulk) open(slices int) error {
 	if b.path != "" {
-		var err error
-		if b.hold, err = takeHold(b.path); err != nil {
+		h, c, found, err := holdAndRead(b.path, b.kind)
+		if err != nil {
 			return err
 		}
-		c, err := ReadCheckpoint(b.path)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case errors.Is(err, ErrNotCheckpoint):
-			return fmt.Errorf("%s is not a checkpoint of retries %s", b.path, b.kind)
-		case err != nil:
-			return err
-		default:
+		if b.hold = h; found {
 			return b.resume(c, slices)
 		}
 	}

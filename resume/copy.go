@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"iter"
 	"os"
 	"slices"
@@ -104,53 +103,46 @@ func OpenCopy(path string, of CopyOf, slices int) (*Copier, error) {
 	c := &Copier{led: New(nil), path: path, queues: map[int][]visit.Document{}, ords: map[int][]int64{}}
 	c.changed = sync.NewCond(&c.mu)
 	if path != "" {
-		var err error
-		if c.hold, err = takeHold(path); err != nil {
-			return nil, err
-		}
-		prev, resumed, err := readCopy(path, st)
-		if err == nil && prev.Progress.Slices != 0 && prev.Progress.Slices != slices {
-			n := prev.Progress.Slices
-			err = fmt.Errorf("%s is of a copy in %d slices: give %d slices (a continuation token holds only for its slicing)", path, n, n)
-		}
+		h, ck, found, err := holdAndRead(path, "copy")
 		if err != nil {
-			c.hold.release()
 			return nil, err
 		}
-		st, c.resumed = prev, resumed
+		if found {
+			st, err = readCopy(ck, path, st)
+			if err == nil && st.Progress.Slices != 0 && st.Progress.Slices != slices {
+				n := st.Progress.Slices
+				err = fmt.Errorf("%s is of a copy in %d slices: give %d slices (a continuation token holds only for its slicing)", path, n, n)
+			}
+			if err != nil {
+				h.release()
+				return nil, err
+			}
+		}
+		c.hold, c.resumed = h, found
 	}
 	c.st, c.base = st, st.Documents
 	return c, nil
 }
 
-// readCopy reads the checkpoint at path, if there is one, for the copy
-// that st describes.
-func readCopy(path string, st copyState) (copyState, bool, error) {
-	c, err := ReadCheckpoint(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return st, false, nil
-	case errors.Is(err, ErrNotCheckpoint):
-		return st, false, fmt.Errorf("%s is not a checkpoint of retries copy", path)
-	case err != nil:
-		return st, false, err
-	}
+// readCopy reads c, the checkpoint at path, for the copy that st
+// describes.
+func readCopy(c Checkpoint, path string, st copyState) (copyState, error) {
 	var prev copyState
 	if err := c.Decode("copy", &prev); err != nil {
-		return st, false, err
+		return st, err
 	}
 	switch {
 	case prev.Version != 1:
-		return st, false, fmt.Errorf("%s is not a checkpoint of retries copy", path)
+		return st, fmt.Errorf("%s is not a checkpoint of retries copy", path)
 	case prev.Cluster != st.Cluster || prev.Selection != st.Selection || prev.FieldSet != st.FieldSet:
-		return st, false, fmt.Errorf("%s was made for another copy (the cluster, the selection or the field set differ): remove it to copy again", path)
+		return st, fmt.Errorf("%s was made for another copy (the cluster, the selection or the field set differ): remove it to copy again", path)
 	case prev.From != nil && !slices.Equal(prev.From, st.From):
-		return st, false, fmt.Errorf("%s was made for a copy from other endpoints: its continuation tokens are of another Vespa; give the source it had, or remove it to copy again", path)
+		return st, fmt.Errorf("%s was made for a copy from other endpoints: its continuation tokens are of another Vespa; give the source it had, or remove it to copy again", path)
 	case prev.To != nil && !slices.Equal(prev.To, st.To):
-		return st, false, fmt.Errorf("%s was made for a copy to other endpoints: the documents copied before went there, and the new destination would never get them; give the destination it had, or remove it to copy again", path)
+		return st, fmt.Errorf("%s was made for a copy to other endpoints: the documents copied before went there, and the new destination would never get them; give the destination it had, or remove it to copy again", path)
 	}
 	prev.From, prev.To = st.From, st.To
-	return prev, true, nil
+	return prev, nil
 }
 
 // Resumed reports whether the copy resumes from its checkpoint.

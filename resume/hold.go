@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -47,6 +48,26 @@ func takeHold(path string) (*hold, error) {
 		_, _ = f.WriteAt([]byte(who), 0)
 	}
 	return &hold{f: f}, nil
+}
+
+// holdAndRead takes the hold of the checkpoint at path and reads it: found
+// is false when there is none yet. A file that is no checkpoint is said to
+// be none of a job of kind; on any error the hold is let go.
+func holdAndRead(path, kind string) (h *hold, c Checkpoint, found bool, err error) {
+	if h, err = takeHold(path); err != nil {
+		return nil, c, false, err
+	}
+	c, err = ReadCheckpoint(path)
+	switch {
+	case err == nil:
+		return h, c, true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return h, c, false, nil
+	case errors.Is(err, ErrNotCheckpoint):
+		err = fmt.Errorf("%s is not a checkpoint of %s", path, describe(kind))
+	}
+	h.release()
+	return nil, c, false, err
 }
 
 // release lets the hold go; a nil hold has nothing to let go.

@@ -6,10 +6,8 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"slices"
 	"time"
@@ -100,18 +98,12 @@ func OpenVisit(path string, of VisitOf, slices int) (*Visitor, error) {
 // output and writes the first checkpoint.
 func (v *Visitor) open(slices int) error {
 	if v.path != "" {
-		var err error
-		if v.hold, err = takeHold(v.path); err != nil {
+		h, c, found, err := holdAndRead(v.path, "visit")
+		if err != nil {
 			return err
 		}
-		c, err := ReadCheckpoint(v.path)
-		switch {
-		case errors.Is(err, ErrNotCheckpoint):
-			return fmt.Errorf("%s is not a checkpoint of retries visit", v.path)
-		case err == nil:
+		if v.hold = h; found {
 			return v.resume(c, slices)
-		case !errors.Is(err, fs.ErrNotExist):
-			return err
 		}
 	}
 	out, err := os.Create(v.st.Output)
