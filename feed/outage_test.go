@@ -178,9 +178,10 @@ func TestFeedWaitsOutAnOutage(t *testing.T) {
 // open; before outlast, about 2 of them failed in each outage with 8 in
 // flight. Each waits for its endpoint's word instead. Over 20 outages (5
 // of each kind, with the limiter held to 8 in flight and with 8 fixed),
-// at most 2 operations fail in all: one still fails now and then, as the
-// last of those in flight when no other is on the endpoint and the window
-// is not full (about one outage in 80 under a loaded -race run).
+// none fails. (Before the last of those in flight, alone on the endpoint
+// with room in the window, waited for the word too, one failed in about 90
+// outages under a -race run beside two busy processes: 9 in 800, and 0 in
+// 800 after.)
 func TestFeedOutageFailsNothingInFlight(t *testing.T) {
 	t.Parallel()
 	const docs = 200
@@ -209,8 +210,8 @@ func TestFeedOutageFailsNothingInFlight(t *testing.T) {
 			}
 		}
 	})
-	if n := failed.Load(); n > 2 {
-		t.Errorf("%d operations failed over 20 outages, want at most 2", n)
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d operations failed over 20 outages, want none", n)
 	}
 }
 
