@@ -88,6 +88,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -170,8 +171,9 @@ type Stats struct {
 	Ejected   int64 // times an endpoint much slower than the others was avoided
 	// Results are the queries answered with a result (a 200), of which
 	// Incomplete carried errors or a partial coverage, and Degraded counts
-	// those by the reasons their coverage gives ("timeout", …); Failed are
-	// the queries that ended otherwise.
+	// those by the reasons their coverage gives ("timeout", …: each of
+	// Degraded's fields, 0 included, and each name of Degraded.Other met);
+	// Failed are the queries that ended otherwise.
 	Results, Incomplete, Failed int64
 	Degraded                    map[string]int64
 	// Endpoints are what the Client knows of each endpoint, in the order
@@ -183,11 +185,9 @@ type counts struct {
 	queries, requests, retries, hedges, hedgesWon, refused atomic.Int64
 	ejected                                                atomic.Int64
 	results, incomplete, failed                            atomic.Int64
-	degraded                                               [4]atomic.Int64 // by Degraded.Reasons' order
+	degraded                                               [len(degradedNames)]atomic.Int64 // by degradedNames
+	other                                                  sync.Map                         // a reason of Degraded.Other → *atomic.Int64
 }
-
-// reasons are Degraded's reasons, in the order of counts.degraded.
-var reasons = [4]string{"match-phase", "timeout", "adaptive-timeout", "non-ideal-state"}
 
 // Stats returns the Client's counts since New.
 func (c *Client) Stats() Stats {
@@ -195,9 +195,13 @@ func (c *Client) Stats() Stats {
 	s := Stats{Queries: k.queries.Load(), Requests: k.requests.Load(), Retries: k.retries.Load(), Hedges: k.hedges.Load(),
 		HedgesWon: k.hedgesWon.Load(), Refused: k.refused.Load(), Ejected: k.ejected.Load(), Results: k.results.Load(),
 		Incomplete: k.incomplete.Load(), Failed: k.failed.Load(), Degraded: map[string]int64{}, Endpoints: c.endpointStats()}
-	for i, r := range reasons {
+	for i, r := range degradedNames {
 		s.Degraded[r] = k.degraded[i].Load()
 	}
+	k.other.Range(func(r, n any) bool {
+		s.Degraded[r.(string)] = n.(*atomic.Int64).Load()
+		return true
+	})
 	return s
 }
 
@@ -213,10 +217,14 @@ func (k *counts) count(res *Result, err error) {
 	}
 	k.incomplete.Add(1)
 	if d := res.Coverage.Degraded; d != nil {
-		for i, set := range [4]bool{d.MatchPhase, d.Timeout, d.AdaptiveTimeout, d.NonIdealState} {
-			if set {
+		for i, set := range d.flags() {
+			if *set {
 				k.degraded[i].Add(1)
 			}
+		}
+		for _, r := range d.Other {
+			n, _ := k.other.LoadOrStore(r, new(atomic.Int64))
+			n.(*atomic.Int64).Add(1)
 		}
 	}
 }

@@ -284,7 +284,7 @@ func TestStats(t *testing.T) {
 	}
 	s := c.Stats()
 	if s.Queries != 5 || s.Requests != 5 || s.Results != 4 || s.Incomplete != 2 || s.Failed != 1 ||
-		s.Degraded["timeout"] != 1 || s.Degraded["match-phase"] != 0 || len(s.Degraded) != 4 {
+		s.Degraded["timeout"] != 1 || s.Degraded["match-phase"] != 0 || len(s.Degraded) != 5 {
 		t.Errorf("Stats() = %+v; want 5 queries, 4 results (2 incomplete, 1 with a timeout), 1 failed", s)
 	}
 }

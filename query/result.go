@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -35,22 +36,32 @@ type Result struct {
 	Raw json.RawMessage
 }
 
-// Hit is one hit of a result (a child of its root): a document, or, with
-// grouping, a group list or a group, whose own hits are its Children, to
-// any depth. Relevance reads Vespa's "NaN", "Infinity" and "-Infinity"
-// too.
+// Hit is one hit of a result (a child of its root): a document, or a hit
+// group (with grouping, the root group, a group list or a group; with
+// federation, a source's hits), whose own hits are its Children, to any
+// depth. Relevance reads Vespa's "NaN", "Infinity" and "-Infinity" too.
 type Hit struct {
 	ID        string          `json:"id"`
 	Relevance float64         `json:"relevance"`
 	Source    string          `json:"source"`
+	Types     []string        `json:"types,omitempty"` // the hit's types, as "summary" or "grouphit"
 	Fields    json.RawMessage `json:"fields"`
-	// Label is a group list's ("artist"), Value a group's (its JSON value:
-	// "a", or a number), Continuation a group list's or a group's
-	// ("next", "prev", "this": tokens for the grouping's continuations).
+	// Label is a group list's ("artist"); Value a group's (Vespa writes it
+	// as a JSON string, a number's too: "2"), or Limits a bucket group's;
+	// Continuation the root group's ("this") or a group list's ("next",
+	// "prev"): tokens for the grouping's continuations.
 	Label        string            `json:"label,omitempty"`
 	Value        json.RawMessage   `json:"value,omitempty"`
+	Limits       *Bucket           `json:"limits,omitempty"`
 	Continuation map[string]string `json:"continuation,omitempty"`
 	Children     []Hit             `json:"children,omitempty"`
+}
+
+// Bucket is a bucket group's limits, as Vespa writes them: strings
+// ("1.0"), from included, to excluded.
+type Bucket struct {
+	From string `json:"from"`
+	To   string `json:"to"`
 }
 
 // UnmarshalJSON reads a hit as Vespa renders it, with a relevance that is
@@ -98,30 +109,63 @@ type Coverage struct {
 }
 
 // Degraded is root.coverage.degraded: each reason Vespa gives for a
-// partial result.
+// partial result. Vespa writes the object only when a reason is set, with
+// every reason it knows as true or false.
 type Degraded struct {
-	MatchPhase      bool `json:"match-phase"`      // match-phase limited the hits, by design
-	Timeout         bool `json:"timeout"`          // the soft timeout cut the query
-	AdaptiveTimeout bool `json:"adaptive-timeout"` // a node did not answer within the adaptive timeout
-	NonIdealState   bool `json:"non-ideal-state"`  // the content cluster is not in its ideal state
+	MatchPhase      bool // match-phase limited the hits, by design
+	Timeout         bool // the soft timeout cut the query
+	AdaptiveTimeout bool // a node did not answer within the adaptive timeout
+	AnnTimeout      bool // a nearest-neighbor search was cut by its time limit ("anntimeout")
+	NonIdealState   bool // the content cluster is not in its ideal state
+	// Other are the reasons set that this package does not know (a newer
+	// Vespa's), by their names, sorted.
+	Other []string
+}
+
+// degradedNames are the reasons Degraded has a field for, by Vespa's
+// names, in the order of Reasons.
+var degradedNames = [...]string{"match-phase", "timeout", "adaptive-timeout", "anntimeout", "non-ideal-state"}
+
+// flags returns d's known reasons in the order of degradedNames.
+func (d *Degraded) flags() [len(degradedNames)]*bool {
+	return [...]*bool{&d.MatchPhase, &d.Timeout, &d.AdaptiveTimeout, &d.AnnTimeout, &d.NonIdealState}
+}
+
+// UnmarshalJSON reads each reason by its name, set when true; one of
+// another name goes to Other unless it is false or null (a newer Vespa
+// might give a reason as more than a flag).
+func (d *Degraded) UnmarshalJSON(b []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*d = Degraded{}
+	flags := d.flags()
+	for name, v := range m {
+		if i := slices.Index(degradedNames[:], name); i >= 0 {
+			*flags[i] = string(v) == "true"
+		} else if v := string(v); v != "false" && v != "null" {
+			d.Other = append(d.Other, name)
+		}
+	}
+	slices.Sort(d.Other)
+	return nil
 }
 
 // Reasons returns the reasons set, by Vespa's names: "match-phase",
-// "timeout", "adaptive-timeout", "non-ideal-state".
+// "timeout", "adaptive-timeout", "anntimeout", "non-ideal-state", then
+// Other.
 func (d *Degraded) Reasons() []string {
 	if d == nil {
 		return nil
 	}
 	var r []string
-	for _, x := range []struct {
-		set  bool
-		name string
-	}{{d.MatchPhase, "match-phase"}, {d.Timeout, "timeout"}, {d.AdaptiveTimeout, "adaptive-timeout"}, {d.NonIdealState, "non-ideal-state"}} {
-		if x.set {
-			r = append(r, x.name)
+	for i, set := range d.flags() {
+		if *set {
+			r = append(r, degradedNames[i])
 		}
 	}
-	return r
+	return append(r, d.Other...)
 }
 
 // Error is one of root.errors.
@@ -217,8 +261,8 @@ func parse(body []byte, r *Result) error {
 	r.Hits, r.TotalCount, r.Errors, r.Raw = a.Root.Children, a.Root.Fields.TotalCount, a.Root.Errors, body
 	if c := a.Root.Coverage; c != nil {
 		r.Coverage = *c
-		if d := c.Degraded; d != nil && *d == (Degraded{}) {
-			r.Coverage.Degraded = nil // Vespa writes every reason false for a whole result
+		if d := c.Degraded; d != nil && len(d.Reasons()) == 0 {
+			r.Coverage.Degraded = nil // every reason false: the result is whole
 		}
 	}
 	return nil
