@@ -27,6 +27,16 @@ const (
 		"     certificate or token, a cluster the server does not have, a\n" +
 		"     checkpoint of another run, or one another process holds)\n"
 	exitsInterrupted = "  3  interrupted by SIGINT, SIGTERM or SIGHUP (a second one quits at once)\n"
+	controlExits     = "  0  the generation serves: every service at it, every container up\n" +
+		"  1  the deployment failed: the package was refused (400), the\n" +
+		"     application is not there (404), or a service failed to apply the\n" +
+		"     generation (named, with the config server's message)\n" +
+		"  2  bad flags, a package that cannot be read or has no services.xml,\n" +
+		"     refused credentials (401, 403), a -json FILE that cannot be written\n" +
+		exitsInterrupted +
+		"  4  -wait ran out first (what is behind is named)\n" +
+		"  5  every service at the generation but those that apply it only when\n" +
+		"     restarted (named): restart them\n"
 )
 
 // commands are the subcommands, in the order the usage lists them.
@@ -117,6 +127,29 @@ var commands = []command{
 		exits: "  0  every slice done\n  1  the run failed otherwise, or -verify found documents left\n" + exitsBad + exitsInterrupted +
 			"  4  a slice failed for longer than -max-outage\n",
 		flags: func(fs *flag.FlagSet) { addBulkFlags(fs, &bulkFlags{}, true) },
+	},
+	{
+		name:     "deploy",
+		synopsis: "deploy [-url CONFIG_SERVER] [-tenant default] [-application default] [-wait D] [-json FILE] [-q] [-header 'Name: value'] [-header-file FILE] [-cert FILE -key FILE] [-ca FILE] APP_DIR|APP.zip",
+		about: "Deploys an application package (a directory, zipped with services.xml\n" +
+			"at the root, or a .zip as it is) to a self-hosted config server, once:\n" +
+			"after an answer lost on the way it reads the application's generation\n" +
+			"and adopts one that landed rather than posting again, and it activates\n" +
+			"a session the config server prepared but did not. Then, unless -wait 0,\n" +
+			"waits as wait does for the new generation.\n",
+		exits: controlExits,
+		flags: func(fs *flag.FlagSet) { addControlFlags(fs, &controlFlags{}, false) },
+	},
+	{
+		name:     "wait",
+		synopsis: "wait [-url CONFIG_SERVER] [-tenant default] [-application default] [-generation G] [-wait D] [-json FILE] [-q] [-header 'Name: value'] [-header-file FILE] [-cert FILE -key FILE] [-ca FILE]",
+		about: "Waits until a generation (the application's current one, or G) serves:\n" +
+			"every service the config server lists runs it, and every container\n" +
+			"answers up on /state/v1/health, read directly or through the config\n" +
+			"server's proxy. Says what is behind as it moves, and prints the\n" +
+			"services' table at the end.\n",
+		exits: controlExits,
+		flags: func(fs *flag.FlagSet) { addControlFlags(fs, &controlFlags{}, true) },
 	},
 	{
 		name:     "bench",

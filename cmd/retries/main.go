@@ -77,6 +77,10 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		err = runCopy(ctx, rest, stdout, stderr)
 	case "bench":
 		err = runBench(ctx, rest, os.Stdin, stdout, stderr)
+	case "deploy":
+		err = runDeploy(ctx, rest, stdout, stderr)
+	case "wait":
+		err = runWait(ctx, rest, stdout, stderr)
 	case "delete":
 		err = runBulk(ctx, rest, false, stdout, stderr)
 	case "update":
@@ -87,7 +91,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return exitOK
 		}
 		if _, ok := lookupCommand(rest[0]); !ok || len(rest) > 1 {
-			err = usageErrorf("help: want one of policies, schedule, demo, feed, visit, copy, delete, update or bench, got %q", rest)
+			err = usageErrorf("help: want one of policies, schedule, demo, feed, visit, copy, delete, update, bench, deploy or wait, got %q", rest)
 			break
 		}
 		return runContext(ctx, []string{rest[0], "-h"}, stdout, stderr)

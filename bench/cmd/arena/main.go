@@ -88,6 +88,8 @@ type config struct {
 	bulkMode     bool
 	bulk         bulkConfig
 	query        queryConfig
+	controlMode  bool
+	control      controlConfig
 }
 
 func main() {
@@ -125,8 +127,20 @@ func main() {
 	flag.StringVar(&c.query.pause, "pause", "", "with -query: EVERY+DUR: every answer is held while a pause of DUR every EVERY is on")
 	flag.IntVar(&c.query.broken, "broken", 0, "with -query: the last N containers answer 500 to every query")
 	flag.Float64Var(&c.query.bad, "bad", 0, "with -query: the share of bad queries in the file (illegal, soft doomed, degraded in turn)")
+	flag.BoolVar(&c.controlMode, "control", false, "a config server stand-in (package controltest): the feeder deploys $ARENA_APP to $ARENA_URL, -deploys times")
+	flag.IntVar(&c.control.deploys, "deploys", 10, "with -control: the deploys, each to a new stand-in")
+	lag := flag.String("lag", "0s:3s", "with -control: MIN:MAX, the range each service's lag to a new generation is drawn from")
+	flag.StringVar(&c.control.fault, "control-fault", "none", "with -control: "+strings.Join(controlFaults, ", "))
 	serve := flag.Bool("serve", false, "run no feeder: start the server, print its URLs and the feed file's path, and serve until SIGINT or SIGTERM, to try a command by hand")
 	flag.Parse()
+	lo, hi, ok := strings.Cut(*lag, ":")
+	var err1, err2 error
+	c.control.lagMin, err1 = time.ParseDuration(lo)
+	c.control.lagMax, err2 = time.ParseDuration(hi)
+	if !ok || err1 != nil || err2 != nil || c.control.lagMin < 0 || c.control.lagMax < c.control.lagMin {
+		fmt.Fprintf(os.Stderr, "arena: -lag %q: want MIN:MAX, two durations, 0 ≤ MIN ≤ MAX\n", *lag)
+		os.Exit(2)
+	}
 	if err := c.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "arena:", err)
 		os.Exit(2)
@@ -193,6 +207,10 @@ func run(c config, feeder []string) (line string, exit int, err error) {
 	if c.queryMode {
 		c.limit = cmp.Or(c.limit, 5*time.Minute)
 		return runQuery(c, feeder)
+	}
+	if c.controlMode {
+		c.limit = cmp.Or(c.limit, 5*time.Minute)
+		return runControl(c, feeder)
 	}
 	if c.bulkMode {
 		c = c.withDefaults()

@@ -1,0 +1,329 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/seed32e55400/retries/control"
+)
+
+// Exit statuses of deploy and wait beside the others.
+const exitRestart = 5 // converged, but services wait for a restart
+
+// controlFlags are the flags of deploy and wait.
+type controlFlags struct {
+	url, tenant, application string
+	generation               int
+	wait                     time.Duration
+	jsonOut                  string
+	quiet                    bool
+	conn                     connFlags
+}
+
+// deployTimeout bounds a deploy with -wait 0: the config server allows
+// itself a few minutes to prepare a package.
+const deployTimeout = 10 * time.Minute
+
+func addControlFlags(fs *flag.FlagSet, f *controlFlags, wait bool) {
+	fs.StringVar(&f.url, "url", control.DefaultURL, "the config server's `URL`")
+	fs.StringVar(&f.tenant, "tenant", "default", "the `TENANT`")
+	fs.StringVar(&f.application, "application", "default", "the `APPLICATION`")
+	if wait {
+		intVar(fs, &f.generation, "generation", 0, 0, 1<<62, "wait for generation `G`; 0: the application's current one")
+		fs.DurationVar(&f.wait, "wait", 10*time.Minute, "give up after `D`: exit 4, naming what is behind")
+	} else {
+		fs.DurationVar(&f.wait, "wait", 10*time.Minute, "wait up to `D`, the deploy included, until the new generation serves; 0: deploy only (up to 10m), no wait")
+	}
+	fs.StringVar(&f.jsonOut, "json", "", "write a JSON summary to `FILE`")
+	fs.BoolVar(&f.quiet, "q", false, "no progress lines on stderr")
+	addConnFlags(fs, &f.conn)
+}
+
+// controlRun is what deploy and wait did, for the last lines and -json.
+type controlRun struct {
+	Generation int64             `json:"generation"`
+	Previous   int64             `json:"previous,omitempty"`
+	Posts      int               `json:"posts"`
+	Adopted    bool              `json:"adopted"`
+	Activated  bool              `json:"activated"`
+	Converged  bool              `json:"converged"`
+	Healthy    bool              `json:"healthy"`
+	Restart    []string          `json:"restart"`
+	Exit       int               `json:"exit"`
+	Error      string            `json:"error,omitempty"`
+	Phases     map[string]string `json:"phases"`
+	Services   []controlService  `json:"services,omitempty"`
+}
+
+type controlService struct {
+	Host       string `json:"host"`
+	Port       int    `json:"port"`
+	Type       string `json:"type"`
+	Cluster    string `json:"cluster"`
+	Generation int64  `json:"generation"`
+	Health     string `json:"health,omitempty"`
+	Proxied    bool   `json:"proxied,omitempty"`
+	Failed     string `json:"failed,omitempty"`
+	Restart    bool   `json:"restart,omitempty"`
+}
+
+func runDeploy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return runControl(ctx, "deploy", args, stdout, stderr)
+}
+
+func runWait(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return runControl(ctx, "wait", args, stdout, stderr)
+}
+
+// runControl runs deploy (a package posted, then the wait) or wait.
+func runControl(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet(name)
+	var f controlFlags
+	addControlFlags(fs, &f, name == "wait")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case f.conn.header.check() != nil:
+		return usageErrorf("%s: %v", name, f.conn.header.check())
+	case name == "deploy" && len(pos) != 1:
+		return usageErrorf("deploy: want one APP_DIR or APP.zip, got %d arguments", len(pos))
+	case name == "wait" && len(pos) > 0:
+		return usageErrorf("wait: unexpected argument %q", pos[0])
+	case f.wait < 0 || name == "wait" && f.wait == 0:
+		return usageErrorf("%s: -wait %v: want a positive duration%s", name, f.wait, map[bool]string{true: " (0: deploy only)"}[name == "deploy"])
+	}
+	var pkg []byte
+	if name == "deploy" {
+		if pkg, err = control.Package(pos[0]); err != nil {
+			return setupErrorf("deploy: %v", strings.TrimPrefix(err.Error(), "control: "))
+		}
+	}
+	header, tlsCfg, err := f.conn.load()
+	if err != nil {
+		return setupErrorf("%s: %v", name, err)
+	}
+	var jsonOut *os.File
+	if f.jsonOut != "" {
+		// Opened now: a FILE that cannot be written is said before the deploy.
+		if jsonOut, err = os.OpenFile(f.jsonOut, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
+			return setupErrorf("%s: -json: %v", name, err)
+		}
+		defer jsonOut.Close()
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsCfg
+	say := func(format string, a ...any) {
+		if !f.quiet {
+			fmt.Fprintf(stderr, "retries "+name+": "+format+"\n", a...)
+		}
+	}
+	start := time.Now()
+	phase, phaseStart := "", start
+	run := &controlRun{Phases: map[string]string{}, Restart: []string{}}
+	enter := func(p string) {
+		now := time.Now()
+		if phase != "" {
+			run.Phases[phase] = now.Sub(phaseStart).Round(time.Millisecond).String()
+		}
+		phase, phaseStart = p, now
+	}
+	var lastLine, lastFailure string
+	var saidAt time.Time
+	c, err := control.New(control.Config{URL: f.url, Tenant: f.tenant, Application: f.application, Header: header, Transport: tr,
+		OnFailure: func(err error) {
+			// Said when it changes, and every 10 s while it lasts.
+			if m := strings.TrimPrefix(err.Error(), "control: "); m != lastFailure || time.Since(saidAt) >= 10*time.Second {
+				say("the config server: %s; trying again (%.1fs)", m, time.Since(start).Seconds())
+				lastFailure, saidAt = m, time.Now()
+			}
+		},
+		OnState: func(st *control.State) {
+			line := progressLine(st)
+			if behind := st.Behind(); phase == "converge" && !anyBelow(behind, st.Generation) {
+				enter("health")
+			}
+			if line != lastLine {
+				say("%s (%.1fs)", line, time.Since(start).Seconds())
+				lastLine = line
+			}
+		}})
+	if err != nil {
+		return usageErrorf("%s: %v", name, err)
+	}
+	defer c.Close()
+	wctx, cancel := ctx, context.CancelFunc(func() {})
+	if f.wait > 0 || name == "deploy" {
+		wctx, cancel = context.WithTimeout(ctx, cmpDuration(f.wait, deployTimeout))
+	}
+	defer cancel()
+
+	g := int64(f.generation)
+	var restart []control.Restart
+	if name == "deploy" {
+		enter("deploy")
+		say("posting %s (%d bytes) to %s", pos[0], len(pkg), c.URL())
+		d, err := c.Deploy(wctx, pkg)
+		run.Posts, run.Previous = d.Posts, d.Previous
+		if err != nil {
+			enter("")
+			return controlEnd(ctx, wctx, name, run, nil, deployError(err, d), stdout, stderr, jsonOut)
+		}
+		run.Generation, run.Adopted, run.Activated, restart = d.Generation, d.Adopted, d.Activated, d.Restart
+		switch {
+		case d.Adopted:
+			say("the answer was lost on the way; generation %d (was %d) landed, adopted: posted once", d.Generation, d.Previous)
+		case d.Activated:
+			say("session %d was prepared but not activated; activated it: generation %d (was %d)", d.Generation, d.Generation, d.Previous)
+		default:
+			say("%s generation %d (was %d)", strings.TrimSuffix(d.Message, "."), d.Generation, d.Previous)
+		}
+		for _, r := range d.Restart {
+			run.Restart = append(run.Restart, r.Type+" on "+r.Host)
+			say("%s on %s (cluster %s) applies the change only when restarted: %s", r.Type, r.Host, r.Cluster, strings.Join(r.Messages, "; "))
+		}
+		for _, a := range append(d.Refeed, d.Reindex...) {
+			say("the change asks for %s of %s in cluster %s: %s", a.Name, a.DocumentType, a.Cluster, strings.Join(a.Messages, "; "))
+		}
+		if f.wait == 0 {
+			enter("")
+			return controlEnd(ctx, wctx, name, run, nil, nil, stdout, stderr, jsonOut)
+		}
+		g = d.Generation
+	}
+	enter("converge")
+	st, err := c.Wait(wctx, g, restart)
+	enter("")
+	if st != nil {
+		run.Generation = st.Generation
+	}
+	return controlEnd(ctx, wctx, name, run, st, err, stdout, stderr, jsonOut)
+}
+
+// deployError returns err, from Deploy, with what a user must know of
+// one that ended after a POST: the package may have landed.
+func deployError(err error, d *control.Deployment) error {
+	if d != nil && d.Posts > 0 && !errors.As(err, new(*control.Error)) {
+		return fmt.Errorf("%w (the package was posted %d times: whether the last landed is unknown; 'retries wait' says)", err, d.Posts)
+	}
+	return err
+}
+
+// anyBelow reports whether a service of s is below generation g.
+func anyBelow(s []control.Service, g int64) bool {
+	for _, x := range s {
+		if x.Generation < g {
+			return true
+		}
+	}
+	return false
+}
+
+// progressLine says where the services are: how many are done, and the
+// first few behind.
+func progressLine(st *control.State) string {
+	behind := st.Behind()
+	n := len(st.Services) - len(behind)
+	s := fmt.Sprintf("generation %d: %d of %d services done", st.Generation, n, len(st.Services))
+	if len(behind) == 0 {
+		return s
+	}
+	parts := make([]string, 0, 3)
+	for i, b := range behind {
+		if i == 3 {
+			parts = append(parts, fmt.Sprintf("%d more", len(behind)-3))
+			break
+		}
+		parts = append(parts, b.String())
+	}
+	return s + "; behind: " + strings.Join(parts, "; ")
+}
+
+// controlEnd reports how deploy or wait ended, writes -json, and returns
+// the exit status as an error.
+func controlEnd(ctx, wctx context.Context, name string, run *controlRun, st *control.State, err error, stdout, stderr io.Writer, jsonOut *os.File) error {
+	var (
+		ce *control.ConfigError
+		re *control.RestartError
+		be *control.BehindError
+		e  *control.Error
+	)
+	code := exitOK
+	msg := ""
+	switch {
+	case err == nil:
+		if st != nil {
+			msg = fmt.Sprintf("generation %d serves: every service at it, every container up", st.Generation)
+		} else {
+			msg = fmt.Sprintf("generation %d activated (no wait)", run.Generation)
+		}
+	case ctx.Err() != nil:
+		code, msg = exitInterrupted, "interrupted: "+strings.TrimPrefix(err.Error(), "control: ")
+	case errors.As(err, &re):
+		code, msg = exitRestart, strings.TrimPrefix(err.Error(), "control: ")
+	case errors.As(err, &ce):
+		code, msg = exitFail, fmt.Sprintf("%s on %s:%d (cluster %s) failed to apply generation %d: %s", ce.Service.Type, ce.Service.Host, ce.Service.Port, ce.Service.Cluster, run.Generation, ce.Service.Failed)
+	case errors.As(err, &be), errors.Is(err, context.DeadlineExceeded):
+		code, msg = exitOutage, strings.TrimPrefix(err.Error(), "control: ")
+	case wctx.Err() != nil && control.Retryable(err):
+		code, msg = exitOutage, "-wait ran out: "+strings.TrimPrefix(err.Error(), "control: ")
+	case errors.As(err, &e) && (e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden):
+		code, msg = exitUsage, strings.TrimPrefix(err.Error(), "control: ")+": check the credentials (-header, -cert, -key)"
+	default:
+		code, msg = exitFail, strings.TrimPrefix(err.Error(), "control: ")
+	}
+	run.Exit = code
+	if err != nil {
+		run.Error = msg
+	}
+	if st != nil {
+		run.Converged = !anyBelow(st.Behind(), st.Generation) && code != exitFail
+		run.Healthy = code == exitOK || code == exitRestart
+		for _, s := range st.Services {
+			run.Services = append(run.Services, controlService{Host: s.Host, Port: s.Port, Type: s.Type, Cluster: s.Cluster,
+				Generation: s.Generation, Health: s.Health, Proxied: s.Proxied, Failed: s.Failed, Restart: s.Restart})
+			if s.Restart && code == exitRestart && !containsString(run.Restart, s.Type+" on "+s.Host) {
+				run.Restart = append(run.Restart, s.Type+" on "+s.Host)
+			}
+		}
+		fmt.Fprint(stdout, st.Table())
+	}
+	fmt.Fprintf(stderr, "retries %s: %s\n", name, msg)
+	if jsonOut != nil {
+		b, _ := json.MarshalIndent(run, "", "  ")
+		if _, werr := jsonOut.Write(append(b, '\n')); werr != nil {
+			fmt.Fprintf(stderr, "retries %s: -json: %v\n", name, werr)
+			code = max(code, exitFail)
+		}
+	}
+	if code == exitOK {
+		return nil
+	}
+	return silentExit(code)
+}
+
+func containsString(s []string, x string) bool {
+	for _, y := range s {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// cmpDuration returns d, or or when d is 0.
+func cmpDuration(d, or time.Duration) time.Duration {
+	if d == 0 {
+		return or
+	}
+	return d
+}
