@@ -83,13 +83,14 @@ func (c *Client) generation(ctx context.Context) (int64, error) {
 // only when it did not move is the package posted again. A session the
 // config server prepared but did not activate is activated. A failure
 // Retryable says may pass is tried again under Config.Policy, within
-// ctx's deadline; the error of a failure that may not is an *Error.
+// ctx's deadline; the error of a failure that may not is an *Error. The
+// Deployment is never nil: with an error, it says how many POSTs went out.
 func (c *Client) Deploy(ctx context.Context, pkg []byte) (*Deployment, error) {
 	prev, err := c.Generation(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("control: reading the generation before deploying: %w", err)
-	}
 	d := &Deployment{Previous: prev}
+	if err != nil {
+		return d, fmt.Errorf("control: reading the generation before deploying: %w", err)
+	}
 	err = c.policy.Do(ctx, func(ctx context.Context) error {
 		d.Posts++
 		a, err := c.post(ctx, pkg)

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -34,6 +35,10 @@ func (e *RestartError) Error() string {
 	}
 	return "control: converged, but these services apply the change only when restarted: " + strings.Join(names, ", ")
 }
+
+// ErrNotDeployed is why Wait for the current generation of an
+// application never deployed returns at once.
+var ErrNotDeployed = errors.New("control: not deployed")
 
 // BehindError is a wait whose context ended first: State is the last
 // state read (nil if none was), Behind the services that were not done,
@@ -92,6 +97,9 @@ func (c *Client) Wait(ctx context.Context, g int64, restart []Restart) (*State, 
 		var err error
 		if g, err = c.Generation(ctx); err != nil {
 			return nil, wrapBehind(ctx, nil, err)
+		}
+		if g == 0 {
+			return nil, fmt.Errorf("%w: tenant %s has no application %s deployed", ErrNotDeployed, c.cfg.Tenant, c.cfg.Application)
 		}
 	}
 	routes := map[string]bool{} // a host whose containers are read through the proxy

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seed32e55400/retries"
 	"github.com/seed32e55400/retries/control"
 )
 
@@ -272,12 +273,19 @@ func controlEnd(ctx, wctx context.Context, name string, run *controlRun, st *con
 		code, msg = exitRestart, strings.TrimPrefix(err.Error(), "control: ")
 	case errors.As(err, &ce):
 		code, msg = exitFail, fmt.Sprintf("%s on %s:%d (cluster %s) failed to apply generation %d: %s", ce.Service.Type, ce.Service.Host, ce.Service.Port, ce.Service.Cluster, run.Generation, ce.Service.Failed)
-	case errors.As(err, &be), errors.Is(err, context.DeadlineExceeded):
+	case errors.As(err, &be):
 		code, msg = exitOutage, strings.TrimPrefix(err.Error(), "control: ")
-	case wctx.Err() != nil && control.Retryable(err):
-		code, msg = exitOutage, "-wait ran out: "+strings.TrimPrefix(err.Error(), "control: ")
+	case wctx.Err() != nil, errors.Is(err, context.DeadlineExceeded):
+		// The calls' retries stop before a wait that would pass -wait.
+		last := err
+		if re := (*retries.RetryError)(nil); errors.As(err, &re) && re.Err != nil {
+			last = re.Err
+		}
+		code, msg = exitOutage, "-wait ran out before the config server answered: "+strings.TrimPrefix(last.Error(), "control: ")
 	case errors.As(err, &e) && (e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden):
 		code, msg = exitUsage, strings.TrimPrefix(err.Error(), "control: ")+": check the credentials (-header, -cert, -key)"
+	case errors.As(err, &e) && e.Status == http.StatusNotFound && e.Method == http.MethodPost:
+		code, msg = exitFail, strings.TrimPrefix(err.Error(), "control: ")+": is -url the config server's (its port is 19071 by default)?"
 	default:
 		code, msg = exitFail, strings.TrimPrefix(err.Error(), "control: ")
 	}

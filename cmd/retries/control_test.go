@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -145,6 +146,26 @@ func TestWaitCommand(t *testing.T) {
 			t.Errorf("exit %d; stdout:\n%s\nstderr:\n%s", code, &stdout, &stderr)
 		}
 	})
+	t.Run("never deployed", func(t *testing.T) {
+		t.Parallel()
+		s := &controltest.Server{Services: []controltest.Service{{Type: "container", Cluster: "default"}}}
+		s.Start()
+		t.Cleanup(s.Close)
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{"wait", "-url", s.URL(), "-application", "music"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "tenant default has no application music deployed") {
+			t.Errorf("exit %d, want 1; stderr:\n%s", code, &stderr)
+		}
+	})
+	t.Run("a container's URL", func(t *testing.T) {
+		t.Parallel()
+		s := standIn(t, nil)
+		c := s.Services[0]
+		var stdout, stderr bytes.Buffer
+		code := run([]string{"deploy", "-url", "http://" + net.JoinHostPort(c.Host, strconv.Itoa(c.Port)), appDir(t)}, &stdout, &stderr)
+		if code != 1 || !strings.Contains(stderr.String(), "is -url the config server's") {
+			t.Errorf("exit %d, want 1; stderr:\n%s", code, &stderr)
+		}
+	})
 	t.Run("dead config server", func(t *testing.T) {
 		t.Parallel()
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -153,10 +174,13 @@ func TestWaitCommand(t *testing.T) {
 		}
 		addr := l.Addr().String()
 		l.Close()
-		var stdout, stderr bytes.Buffer
-		code := run([]string{"wait", "-url", "http://" + addr, "-wait", "2s"}, &stdout, &stderr)
-		if code != 4 || !strings.Contains(stderr.String(), "the config server: ") || !strings.Contains(stderr.String(), "connection refused") {
-			t.Errorf("exit %d, want 4, saying the connection was refused; stderr:\n%s", code, &stderr)
+		for _, args := range [][]string{{"wait"}, {"deploy", appDir(t)}} {
+			var stdout, stderr bytes.Buffer
+			code := run(append(args, "-url", "http://"+addr, "-wait", "2s"), &stdout, &stderr)
+			if code != 4 || !strings.Contains(stderr.String(), "the config server: ") ||
+				!strings.Contains(stderr.String(), "-wait ran out before the config server answered: ") || !strings.Contains(stderr.String(), "connection refused") {
+				t.Errorf("%s: exit %d, want 4, saying the connection was refused; stderr:\n%s", args[0], code, &stderr)
+			}
 		}
 	})
 	t.Run("interrupted", func(t *testing.T) {
