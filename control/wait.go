@@ -117,7 +117,8 @@ func (c *Client) Wait(ctx context.Context, g int64, restart []Restart) (*State, 
 			poll = min(poll*2, maxFailPoll)
 		default:
 			for i := range st.Services {
-				st.Services[i].Restart = named(restart, st.Services[i])
+				x := &st.Services[i]
+				x.Restart = x.Generation < g && named(restart, *x) // one that moved needs no restart
 			}
 			for _, s := range st.Services {
 				if s.Failed != "" {
@@ -172,7 +173,8 @@ func wrapBehind(ctx context.Context, last *State, err error) error {
 	return &BehindError{State: last, Behind: b, Err: ctx.Err()}
 }
 
-// named reports whether s is one of restart's services.
+// named reports whether s is one of restart's services: the same host
+// and type (the config server names no port).
 func named(restart []Restart, s Service) bool {
 	for _, r := range restart {
 		if r.Host == s.Host && r.Type == s.Type {

@@ -274,7 +274,7 @@ func controlEnd(ctx, wctx context.Context, name string, run *controlRun, st *con
 	case errors.As(err, &ce):
 		code, msg = exitFail, fmt.Sprintf("%s on %s:%d (cluster %s) failed to apply generation %d: %s", ce.Service.Type, ce.Service.Host, ce.Service.Port, ce.Service.Cluster, run.Generation, ce.Service.Failed)
 	case errors.As(err, &be):
-		code, msg = exitOutage, strings.TrimPrefix(err.Error(), "control: ")
+		code, msg = exitOutage, "-wait ran out "+strings.TrimPrefix(err.Error(), "control: context deadline exceeded ")
 	case wctx.Err() != nil, errors.Is(err, context.DeadlineExceeded):
 		// The calls' retries stop before a wait that would pass -wait.
 		last := err

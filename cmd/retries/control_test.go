@@ -72,8 +72,8 @@ func TestDeployCommand(t *testing.T) {
 		{"invalid", func(s *controltest.Server) { s.Posts = []controltest.Fault{controltest.Invalid} }, nil, 1, 1, "400 Bad Request INVALID_APPLICATION_PACKAGE"},
 		{"unauthorized", func(s *controltest.Server) { s.Posts = []controltest.Fault{controltest.Unauthorized} }, nil, 2, 1, "check the credentials"},
 		{"config failure", func(s *controltest.Server) { s.Services[1].Fail = "Could not construct component 'model'" }, nil, 1, 1, "failed to apply generation 2: Could not construct component 'model'"},
-		{"restart", func(s *controltest.Server) { s.Services[0].Restart = true }, nil, 5, 1, "apply the change only when restarted: container on 127.0.0.1"},
-		{"lags past -wait", func(s *controltest.Server) { s.Services[1].Lag = time.Hour }, []string{"-wait", "1s"}, 4, 1, "waiting for generation 2: container on 127.0.0.1"},
+		{"restart", func(s *controltest.Server) { s.Services[0].Restart = true }, nil, 5, 1, "apply the change only when restarted: container on 127.0.0."},
+		{"lags past -wait", func(s *controltest.Server) { s.Services[1].Lag = time.Hour }, []string{"-wait", "1s"}, 4, 1, "waiting for generation 2: container on 127.0.0."},
 		{"no wait", nil, []string{"-wait", "0"}, 0, 1, "generation 2 activated (no wait)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -3,7 +3,10 @@
 // schedules as text or SVG charts, a live demo that feeds documents through
 // DocV1 around Throttle into a loopback server that throttles, fails and
 // resets connections, and feed, which sends a file of Vespa operations to a
-// document/v1 endpoint and reports every operation that did not make it.
+// document/v1 endpoint and reports every operation that did not make it;
+// visit, copy, delete, update and bench beside it, and deploy and wait,
+// which deploy an application package to a config server and wait until it
+// serves.
 //
 // "retries -h" lists the commands; "retries COMMAND -h" prints a command's
 // flags, each numeric one with its bounds: a value outside them, NaN or an

@@ -79,8 +79,9 @@ type Server struct {
 	// ActivateConflicts is how many PUTs activating a session are
 	// answered 409 ACTIVATION_CONFLICT before one succeeds.
 	ActivateConflicts int
-	// Refuse, until then, refuses every connection to the config server;
-	// Unavailable, until then, answers it 503.
+	// Refuse, until then, refuses every connection to the config server
+	// (on a socket, after Start: cuts it before any answer); Unavailable,
+	// until then, answers it 503.
 	Refuse, Unavailable time.Time
 
 	mu         sync.Mutex
@@ -111,8 +112,10 @@ type Counts struct {
 	// Activations are the generations activated, in order.
 	Activations []int64
 	// DoneAt is when the latest generation was done: every service at it
-	// and every container up (zero when some never will be).
-	DoneAt time.Time
+	// and every container up, those that wait for a restart left out (zero
+	// when a service fails to apply it). FailedAt is when the first
+	// service's failure to apply it showed (zero when none fails).
+	DoneAt, FailedAt time.Time
 }
 
 // Counts returns what the stand-in saw so far.
@@ -159,20 +162,23 @@ func (s *Server) activate(g int64) {
 	now := time.Now()
 	s.generation = g
 	s.counts.Activations = append(s.counts.Activations, g)
-	done := now
+	done, failed := now, time.Time{}
 	for i, sv := range s.Services {
 		st := &s.states[i]
 		st.gen = st.current(now)
 		st.next, st.at, st.applied = g, now.Add(sv.Lag), sv.Fail == "" && !sv.Restart
 		st.upAt = st.at.Add(sv.Initializing)
 		switch {
-		case !st.applied:
-			done = time.Time{}
-		case !done.IsZero() && st.upAt.After(done):
+		case sv.Fail != "" && (failed.IsZero() || st.at.Before(failed)):
+			failed = st.at
+		case st.applied && st.upAt.After(done):
 			done = st.upAt
 		}
 	}
-	s.counts.DoneAt = done
+	if !failed.IsZero() {
+		done = time.Time{}
+	}
+	s.counts.DoneAt, s.counts.FailedAt = done, failed
 }
 
 // current is the generation the service runs at now: -1 once it failed.
@@ -244,7 +250,8 @@ func (t transport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // Start serves the stand-in on loopback sockets: the config server, and
 // each service that is not ProxyOnly on a socket of its own, whose Host
-// and Port become 127.0.0.1 and the socket's. Close stops them.
+// and Port become the socket's (an address of 127.0.0.0/8 of its own
+// where the system has one, else 127.0.0.1). Close stops them.
 func (s *Server) Start() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -257,7 +264,15 @@ func (s *Server) Start() {
 			continue
 		}
 		i := i
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serveService(w, r, i) }))
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serveService(w, r, i) }))
+		// A host of its own where the system has one (Linux answers the
+		// whole of 127.0.0.0/8), as the config server names services by
+		// host: two containers on one host are one to a restart action.
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.%d:0", 2+len(s.servers))); err == nil {
+			srv.Listener.Close()
+			srv.Listener = l
+		}
+		srv.Start()
 		s.servers = append(s.servers, srv)
 		host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 		s.Services[i].Host = host
@@ -279,6 +294,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.init()
+	if time.Now().Before(s.Refuse) { // on a socket: the connection is cut (in process, refused)
+		s.counts.Refused++
+		s.mu.Unlock()
+		panic(http.ErrAbortHandler)
+	}
 	if time.Now().Before(s.Unavailable) {
 		s.counts.Unavailable++
 		s.mu.Unlock()

@@ -29,8 +29,9 @@ var controlFaults = []string{"none", "lost-after", "lost-before", "not-activated
 // runControl runs the feeder (a deploy: $ARENA_URL is the config server,
 // $ARENA_APP a package directory) c.deploys times against a stand-in, and
 // returns a line a deploy and the summary: how long after the stand-in
-// had the generation done (every service at it, every container up) the
-// feeder exited, and the POSTs it saw.
+// had the generation done (every service at it, every container up, those
+// that wait for a restart left out), or after a service's failure to apply
+// it showed, the feeder exited, and the POSTs it saw.
 func runControl(c config, feeder []string) (string, int, error) {
 	cc := c.control
 	if !slices.Contains(controlFaults, cc.fault) {
@@ -97,10 +98,17 @@ func runControl(c config, feeder []string) (string, int, error) {
 		posts += k.Posts
 		exit = max(exit, r.exit)
 		line := fmt.Sprintf("deploy %d: exit=%d posts=%d activations=%v elapsed=%.2fs", i+1, r.exit, k.Posts, k.Activations, r.elapsed.Seconds())
-		if !k.DoneAt.IsZero() {
+		switch {
+		case !k.FailedAt.IsZero():
+			late := end.Sub(k.FailedAt)
+			lates = append(lates, late)
+			line += fmt.Sprintf(" failed-after-start=%.2fs exit-after-failure=%dms", k.FailedAt.Sub(start).Seconds(), late.Milliseconds())
+		case !k.DoneAt.IsZero() && k.DoneAt.Before(end):
 			late := end.Sub(k.DoneAt)
 			lates = append(lates, late)
 			line += fmt.Sprintf(" done-after-start=%.2fs exit-after-done=%dms", k.DoneAt.Sub(start).Seconds(), late.Milliseconds())
+		case !k.DoneAt.IsZero():
+			line += " done: not before the exit"
 		}
 		line += fmt.Sprintf(" requests: converge=%d health=%d proxied=%d generation=%d refused=%d 503=%d", k.Converges, k.Health, k.Proxied, k.Generations, k.Refused, k.Unavailable)
 		lines = append(lines, line)
@@ -108,7 +116,7 @@ func runControl(c config, feeder []string) (string, int, error) {
 	sum := fmt.Sprintf("%-22s deploys=%d posts=%d", c.label, cc.deploys, posts)
 	if len(lates) > 0 {
 		slices.Sort(lates)
-		sum += fmt.Sprintf(" exit-after-done: median=%dms max=%dms min=%dms", lates[len(lates)/2].Milliseconds(), lates[len(lates)-1].Milliseconds(), lates[0].Milliseconds())
+		sum += fmt.Sprintf(" exit-after-done-or-failure: median=%dms max=%dms min=%dms", lates[len(lates)/2].Milliseconds(), lates[len(lates)-1].Milliseconds(), lates[0].Milliseconds())
 	}
 	return strings.Join(append(lines, sum), "\n"), exit, nil
 }
