@@ -335,3 +335,20 @@ func TestNewRefusesAPath(t *testing.T) {
 	}
 	_ = http.StatusOK
 }
+
+// TestWaitForAGenerationNotActive: a wait for a generation the config
+// server has not activated is not done, even when no service is listed
+// behind it (an application of no service, here): it ends at the deadline.
+func TestWaitForAGenerationNotActive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &controltest.Server{}
+		s.Deployed(3)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		st, err := client(t, s).Wait(ctx, 4, nil)
+		var be *control.BehindError
+		if !errors.As(err, &be) || st == nil || st.Wanted != 3 {
+			t.Errorf("Wait for 4 with 3 active: %+v, %v; want a *BehindError", st, err)
+		}
+	})
+}

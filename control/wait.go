@@ -135,7 +135,7 @@ func (c *Client) Wait(ctx context.Context, g int64, restart []Restart) (*State, 
 				c.notify(last, st)
 			}
 			last = st
-			if len(st.Behind()) == 0 {
+			if len(st.Behind()) == 0 && st.Wanted >= g { // and the generation is active
 				var r []Service
 				for _, s := range st.Services {
 					if s.Restart {
