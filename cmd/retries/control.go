@@ -186,7 +186,7 @@ func runControl(ctx context.Context, name string, args []string, stdout, stderr 
 		case d.Activated:
 			say("session %d was prepared but not activated; activated it: generation %d (was %d)", d.Generation, d.Generation, d.Previous)
 		default:
-			say("%s generation %d (was %d)", strings.TrimSuffix(d.Message, "."), d.Generation, d.Previous)
+			say("%s: generation %d (was %d)", strings.TrimSuffix(d.Message, "."), d.Generation, d.Previous)
 		}
 		for _, r := range d.Restart {
 			run.Restart = append(run.Restart, r.Type+" on "+r.Host)
