@@ -132,9 +132,10 @@ func (e *refusedAfter) Unwrap() []error { return []error{e.last, e.refusal} }
 // own 4. At 16 (where vespa feed starts with its default 8 connections),
 // which saves two round trips of slow start on a server that takes
 // hundreds at once, four feeders sharing a rate-limited server split it
-// unevenly: Jain's fairness 0.977 against 0.994 at 4, goodput 0.943
-// against 0.966 (the arena's four-feeder row, medians of 12 interleaved
-// rounds in two sittings; see docs/performance.md).
+// unevenly when they also compete for CPU: Jain's fairness 0.977 against
+// 0.994 at 4, goodput 0.943 against 0.966 (the arena's four-feeder row,
+// medians of 12 interleaved rounds with a busy core; 0.990 against 0.996
+// without it; see docs/performance.md).
 const initialInFlight = 4
 
 // newEndpoint returns the endpoint at raw, with its own limiter and
