@@ -184,7 +184,7 @@ func (c *Client) post(ctx context.Context, pkg []byte) (*answer, error) {
 		return nil, err
 	}
 	n, err := strconv.ParseInt(a.SessionID, 10, 64)
-	if err != nil {
+	if err != nil || n <= 0 { // a session id is a generation: from 1
 		return nil, retries.Permanent(fmt.Errorf("control: the deploy's answer has no session id (%q)", a.SessionID))
 	}
 	a.session = n

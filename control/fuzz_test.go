@@ -34,6 +34,7 @@ func FuzzReaders(f *testing.F) {
 	f.Add(`{"services":[{"host":"h","type":"searchnode","currentGeneration":-1,"config":{"status":"failed","message":"m"}}],"wantedGeneration":4}`)
 	f.Add(`{"status":{"code":"up"}}`)
 	f.Add(`{"session-id":"x"}`)
+	f.Add(`{"session-id":"0","activated":false}`) // found by the fuzzer in a CI run: taken as generation 0
 	f.Add(`[]`)
 	f.Fuzz(func(t *testing.T, body string) {
 		synctest.Test(t, func(t *testing.T) { // the waits' time is fake
