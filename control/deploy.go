@@ -121,10 +121,7 @@ func (c *Client) Deploy(ctx context.Context, pkg []byte) (*Deployment, error) {
 		}
 		return c.again(err)
 	})
-	if err != nil {
-		return d, err
-	}
-	return d, nil
+	return d, err
 }
 
 // answer is the part of prepareandactivate's answer Deploy reads.

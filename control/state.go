@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -93,7 +94,7 @@ func (st *State) Table() string {
 		case s.Generation < st.Generation:
 			what = "behind"
 		case s.Type == "container" && s.Health != "up":
-			what = "health " + cmpOr(s.Health, "not read")
+			what = "health " + cmp.Or(s.Health, "not read")
 		case s.Type == "container" && s.Proxied:
 			what = "up (through the config server)"
 		case s.Type == "container":
@@ -102,13 +103,6 @@ func (st *State) Table() string {
 		fmt.Fprintf(&b, "%-28s %6d  %-28s %-16s %10d  %s\n", s.Host, s.Port, s.Type, s.Cluster, s.Generation, what)
 	}
 	return b.String()
-}
-
-func cmpOr(s, or string) string {
-	if s == "" {
-		return or
-	}
-	return s
 }
 
 // converge is the config server's convergence check.
@@ -147,7 +141,7 @@ func (c *Client) state(ctx context.Context, g int64) (*State, error) {
 	for _, s := range cv.Services {
 		x := Service{Cluster: s.Cluster, Host: s.Host, Port: s.Port, Type: s.Type, Generation: s.Generation}
 		if s.Config != nil && s.Config.Status == "failed" {
-			x.Failed = cmpOr(s.Config.Message, "its configuration failed")
+			x.Failed = cmp.Or(s.Config.Message, "its configuration failed")
 		}
 		st.Services = append(st.Services, x)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -100,8 +102,10 @@ func runControl(ctx context.Context, name string, args []string, stdout, stderr 
 		return usageErrorf("deploy: want one APP_DIR or APP.zip, got %d arguments", len(pos))
 	case name == "wait" && len(pos) > 0:
 		return usageErrorf("wait: unexpected argument %q", pos[0])
-	case f.wait < 0 || name == "wait" && f.wait == 0:
-		return usageErrorf("%s: -wait %v: want a positive duration%s", name, f.wait, map[bool]string{true: " (0: deploy only)"}[name == "deploy"])
+	case f.wait < 0 && name == "deploy":
+		return usageErrorf("deploy: -wait %v: want a positive duration (0: deploy only)", f.wait)
+	case f.wait <= 0 && name == "wait":
+		return usageErrorf("wait: -wait %v: want a positive duration", f.wait)
 	}
 	var pkg []byte
 	if name == "deploy" {
@@ -162,10 +166,7 @@ func runControl(ctx context.Context, name string, args []string, stdout, stderr 
 		return usageErrorf("%s: %v", name, err)
 	}
 	defer c.Close()
-	wctx, cancel := ctx, context.CancelFunc(func() {})
-	if f.wait > 0 || name == "deploy" {
-		wctx, cancel = context.WithTimeout(ctx, cmpDuration(f.wait, deployTimeout))
-	}
+	wctx, cancel := context.WithTimeout(ctx, cmp.Or(f.wait, deployTimeout)) // wait has -wait > 0
 	defer cancel()
 
 	g := int64(f.generation)
@@ -299,7 +300,7 @@ func controlEnd(ctx, wctx context.Context, name string, run *controlRun, st *con
 		for _, s := range st.Services {
 			run.Services = append(run.Services, controlService{Host: s.Host, Port: s.Port, Type: s.Type, Cluster: s.Cluster,
 				Generation: s.Generation, Health: s.Health, Proxied: s.Proxied, Failed: s.Failed, Restart: s.Restart})
-			if s.Restart && code == exitRestart && !containsString(run.Restart, s.Type+" on "+s.Host) {
+			if s.Restart && code == exitRestart && !slices.Contains(run.Restart, s.Type+" on "+s.Host) {
 				run.Restart = append(run.Restart, s.Type+" on "+s.Host)
 			}
 		}
@@ -317,21 +318,4 @@ func controlEnd(ctx, wctx context.Context, name string, run *controlRun, st *con
 		return nil
 	}
 	return silentExit(code)
-}
-
-func containsString(s []string, x string) bool {
-	for _, y := range s {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
-
-// cmpDuration returns d, or or when d is 0.
-func cmpDuration(d, or time.Duration) time.Duration {
-	if d == 0 {
-		return or
-	}
-	return d
 }
