@@ -3,10 +3,8 @@ module github.com/seed32e55400/retries/kafka
 // Go 1.26 or newer, as the root module.
 go 1.26.0
 
-replace github.com/seed32e55400/retries => ../
-
 require (
-	github.com/seed32e55400/retries v0.0.0
+	github.com/seed32e55400/retries v0.4.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c

@@ -167,6 +167,12 @@ var commands = []command{
 			"     file that cannot be read, a -json FILE that cannot be written\n" + exitsInterrupted,
 		flags: func(fs *flag.FlagSet) { addBenchFlags(fs, &benchFlags{}) },
 	},
+	{
+		name:     "version",
+		synopsis: "version",
+		about: "Prints the version this binary was built at: the release's, as\n" +
+			"retries v0.4.0, when installed with go install …@v0.4.0.\n",
+	},
 }
 
 // lookupCommand returns the command called name.

@@ -88,13 +88,15 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		err = runBulk(ctx, rest, false, stdout, stderr)
 	case "update":
 		err = runBulk(ctx, rest, true, stdout, stderr)
+	case "version":
+		err = runVersion(rest, stdout)
 	case "help", "-h", "-help", "--help":
 		if len(rest) == 0 {
 			fmt.Fprint(stdout, usage)
 			return exitOK
 		}
 		if _, ok := lookupCommand(rest[0]); !ok || len(rest) > 1 {
-			err = usageErrorf("help: want one of policies, schedule, demo, feed, visit, copy, delete, update, bench, deploy or wait, got %q", rest)
+			err = usageErrorf("help: want one of policies, schedule, demo, feed, visit, copy, delete, update, bench, deploy, wait or version, got %q", rest)
 			break
 		}
 		return runContext(ctx, []string{rest[0], "-h"}, stdout, stderr)

@@ -90,7 +90,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown_flag", []string{"policies", "-x"}, "flag provided but not defined: -x"},
 		{"policies_argument", []string{"policies", "extra"}, `unexpected argument "extra"`},
 		{"demo_argument", []string{"demo", "now"}, `unexpected argument "now"`},
-		{"help_unknown_command", []string{"help", "frobnicate"}, `help: want one of policies, schedule, demo, feed, visit, copy, delete, update, bench, deploy or wait, got ["frobnicate"]`},
+		{"help_unknown_command", []string{"help", "frobnicate"}, `help: want one of policies, schedule, demo, feed, visit, copy, delete, update, bench, deploy, wait or version, got ["frobnicate"]`},
 		{"help_two_commands", []string{"help", "demo", "schedule"}, `help: want one of`},
 		{"fault_rates_over_one", []string{"demo", "-fault-rate", "0.8", "-reset-rate", "0.5"}, "add up to more than 1"},
 		// At 1 request/s, 3601 documents take at least 3601 s.
