@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/seed32e55400/retries/resume"
+	"github.com/seed32e55400/retries/internal/ledger"
 )
 
 // reservedKey prefixes the commit metadata that lists the reservations of
@@ -36,7 +36,7 @@ const (
 // operation asks for a reservation or waits for the lease, until ctx ends.
 func (m *member) commitLoop(ctx context.Context) {
 	lastProgress := time.Now()
-	_ = resume.Loop{
+	_ = ledger.Loop{
 		Every: min(cmp.Or(m.cfg.CommitInterval, DefaultCommitInterval), m.session()/3),
 		Asked: m.asked, // the operations that ask meanwhile join the commit, 10 ms after the one before
 		Commit: func(ctx context.Context) error {
@@ -101,7 +101,7 @@ type commitPlan struct {
 	pt     *partition
 	offset int64
 	meta   string
-	snap   resume.Snapshot
+	snap   ledger.Snapshot
 }
 
 // plan returns what a commit of the partitions (those in only, if not nil)
@@ -156,10 +156,10 @@ func (m *member) landed(plans []commitPlan, failed map[int32]error, sent time.Ti
 // run of reservations over them all: the next owner then reports the
 // records not safe to repeat in it as of unknown outcome, those done
 // included, rather than send one again.
-func reservedMeta(reserved, ended []resume.Run) string {
+func reservedMeta(reserved, ended []ledger.Run) string {
 	var b strings.Builder
 	b.WriteString(reservedKey)
-	write := func(mark string, runs []resume.Run) {
+	write := func(mark string, runs []ledger.Run) {
 		for _, r := range runs {
 			if b.Len() > len(reservedKey) {
 				b.WriteByte(',')
@@ -176,8 +176,8 @@ func reservedMeta(reserved, ended []resume.Run) string {
 	write("d", ended)
 	if b.Len() > maxReservedMeta { // one run over them all: more reserved, never fewer, none ended
 		all := slices.Concat(reserved, ended)
-		lo := slices.MinFunc(all, func(a, b resume.Run) int { return cmp.Compare(a[0], b[0]) })[0]
-		hi := slices.MaxFunc(all, func(a, b resume.Run) int { return cmp.Compare(a[1], b[1]) })[1]
+		lo := slices.MinFunc(all, func(a, b ledger.Run) int { return cmp.Compare(a[0], b[0]) })[0]
+		hi := slices.MaxFunc(all, func(a, b ledger.Run) int { return cmp.Compare(a[1], b[1]) })[1]
 		return reservedKey + strconv.FormatInt(lo, 10) + "-" + strconv.FormatInt(hi, 10)
 	}
 	return b.String()
@@ -187,7 +187,7 @@ func reservedMeta(reserved, ended []resume.Run) string {
 // lists, and the reservations ended, as runs of offsets; from is the
 // offset committed with it. An older member's frontier N reserves from to
 // N-1.
-func parseReserved(meta *string, from int64) (reserved, ended []resume.Run) {
+func parseReserved(meta *string, from int64) (reserved, ended []ledger.Run) {
 	if meta == nil {
 		return nil, nil
 	}
@@ -205,13 +205,13 @@ func parseReserved(meta *string, from int64) (reserved, ended []resume.Run) {
 				hi, err2 = strconv.ParseInt(b, 10, 64)
 			}
 			if err1 == nil && err2 == nil && lo <= hi {
-				*runs = append(*runs, resume.Run{lo, hi})
+				*runs = append(*runs, ledger.Run{lo, hi})
 			}
 		}
 		return reserved, ended
 	case strings.HasPrefix(*meta, oldReservedKey):
 		if n, err := strconv.ParseInt(strings.TrimPrefix(*meta, oldReservedKey), 10, 64); err == nil && n > from {
-			return []resume.Run{{from, n - 1}}, nil
+			return []ledger.Run{{from, n - 1}}, nil
 		}
 	}
 	return nil, nil

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/seed32e55400/retries/resume"
+	"github.com/seed32e55400/retries/internal/ledger"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -100,8 +100,8 @@ func startOwner(t *testing.T, m *member) {
 // ended, reads an older member's frontier, and merges runs past its bound
 // into one run of reservations.
 func TestReservedMeta(t *testing.T) {
-	runs := []resume.Run{{12, 14}, {20, 20}, {31, 40}}
-	ended := []resume.Run{{15, 15}, {22, 25}}
+	runs := []ledger.Run{{12, 14}, {20, 20}, {31, 40}}
+	ended := []ledger.Run{{15, 15}, {22, 25}}
 	meta := reservedMeta(runs, ended)
 	if meta != reservedKey+"12-14,20,31-40,d15,d22-25" {
 		t.Errorf("reservedMeta = %q", meta)
@@ -113,12 +113,12 @@ func TestReservedMeta(t *testing.T) {
 		t.Errorf("reservedMeta of ended runs alone = %q", only)
 	}
 	old := oldReservedKey + "689"
-	if got, gotEnded := parseReserved(&old, 687); !slices.Equal(got, []resume.Run{{687, 688}}) || gotEnded != nil {
+	if got, gotEnded := parseReserved(&old, 687); !slices.Equal(got, []ledger.Run{{687, 688}}) || gotEnded != nil {
 		t.Errorf("parseReserved(%q) = %v, %v; want [687 688], none ended", old, got, gotEnded)
 	}
-	var many []resume.Run
+	var many []ledger.Run
 	for i := range int64(1000) {
-		many = append(many, resume.Run{10 * i, 10*i + 1})
+		many = append(many, ledger.Run{10 * i, 10*i + 1})
 	}
 	if got := reservedMeta(many[1:], many[:1]); got != reservedKey+"0-9991" {
 		t.Errorf("reservedMeta of 1000 runs = %.60q…, want one run of reservations over them all", got)

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/seed32e55400/retries/resume"
+	"github.com/seed32e55400/retries/internal/ledger"
 )
 
 // assigned starts the state of the partitions assigned.
@@ -33,7 +33,7 @@ func (m *member) fetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetc
 		}
 		pt.committed, pt.known = offset, true
 		pt.next = max(offset, 0)
-		pt.led = resume.NewPos(parseReserved(meta, pt.next))
+		pt.led = ledger.NewPos(parseReserved(meta, pt.next))
 		pt.led.SetAsked(m.asked)
 		if meta != nil {
 			pt.meta = *meta
@@ -152,7 +152,7 @@ func (m *member) drop(ps []int32) {
 // for led and ctx, which the feed's goroutines read too.
 type partition struct {
 	id        int32
-	led       *resume.Ledger          // the records read from the committed offset on: done, reserved
+	led       *ledger.Ledger          // the records read from the committed offset on: done, reserved
 	ctx       context.Context         // ends when the partition moves away
 	cancel    context.CancelCauseFunc // with errRevoked
 	next      int64                   // the offset after the last record read
@@ -170,7 +170,7 @@ type partition struct {
 // offset and its last owner's reservations come with the fetch (see
 // fetched).
 func (m *member) newPartition(p int32) *partition {
-	pt := &partition{id: p, committed: -1, led: resume.NewPos(nil, nil), started: map[int64]bool{}}
+	pt := &partition{id: p, committed: -1, led: ledger.NewPos(nil, nil), started: map[int64]bool{}}
 	pt.led.SetAsked(m.asked)
 	pt.ctx, pt.cancel = context.WithCancelCause(context.Background())
 	return pt

@@ -54,12 +54,11 @@ type bulkState struct {
 // request's answer, so that the same run goes on where it stopped after
 // an interrupt, a SIGKILL or an outage, with its marker: exactly once.
 type Bulk struct {
-	path    string
-	hold    *hold
-	kind    string // "delete" or "update"
-	st      bulkState
-	resumed bool
-	before  int64
+	path  string
+	hold  *hold
+	kind  string // "delete" or "update"
+	st    bulkState
+	start Start
 }
 
 // OpenBulk returns the Bulk of the run of, in slices slices, with its
@@ -105,7 +104,7 @@ func (b *Bulk) open(slices int) error {
 func (b *Bulk) Close() error { return b.hold.release() }
 
 // resume takes up the checkpoint c.
-func (b *Bulk) resume(c Checkpoint, nSlices int) error {
+func (b *Bulk) resume(c envelope, nSlices int) error {
 	kind := b.kind
 	var prev bulkState
 	if err := c.Decode(kind, &prev); err != nil {
@@ -114,16 +113,17 @@ func (b *Bulk) resume(c Checkpoint, nSlices int) error {
 	st := b.st
 	switch {
 	case prev.Version != 1 || prev.Run == "":
-		return fmt.Errorf("%s is not a checkpoint of retries %s", b.path, kind)
+		return fmt.Errorf("%s is not a checkpoint of %s", b.path, describe(kind))
 	case prev.Cluster != st.Cluster || prev.Selection != st.Selection || string(prev.Update) != string(st.Update) ||
 		prev.Namespace != st.Namespace || prev.DocumentType != st.DocumentType || prev.Marker != st.Marker:
 		return fmt.Errorf("%s was made for another %s (the cluster, the selection, the update, the type or the marker differ): remove it to start again", b.path, kind)
 	case !slices.Equal(prev.URLs, st.URLs):
 		return fmt.Errorf("%s was made for a %s through other endpoints: a continuation token of one Vespa means nothing to another; give the endpoints it had, or remove it to start again", b.path, kind)
-	case prev.Progress.Slices != 0 && prev.Progress.Slices != nSlices:
-		return fmt.Errorf("%s is of a %s in %d slices: give %d slices (a continuation token holds only for its slicing)", b.path, kind, prev.Progress.Slices, prev.Progress.Slices)
 	}
-	b.st, b.resumed, b.before = prev, true, prev.Processed
+	if err := checkSlices(b.path, kind, prev.Progress, nSlices); err != nil {
+		return err
+	}
+	b.st, b.start = prev, Start{Resumed: true, Complete: prev.Complete, Before: prev.Processed}
 	return nil
 }
 
@@ -145,18 +145,12 @@ func compactJSON(j json.RawMessage) json.RawMessage {
 // (visit.Process.Run). A resumed run keeps its id.
 func (b *Bulk) RunID() string { return b.st.Run }
 
-// Resumed reports whether the run resumes from its checkpoint.
-func (b *Bulk) Resumed() bool { return b.resumed }
-
-// Complete reports whether the checkpoint says the run is complete.
-func (b *Bulk) Complete() bool { return b.st.Complete }
+// Start returns what OpenBulk found at the checkpoint.
+func (b *Bulk) Start() Start { return b.start }
 
 // Processed returns the documents the server said it processed: those
 // before the run resumed, and since.
 func (b *Bulk) Processed() int64 { return b.st.Processed }
-
-// Before returns the documents processed before the run resumed.
-func (b *Bulk) Before() int64 { return b.before }
 
 // Run processes with c, a visit.Client made with a visit.Config.Process
 // of this run (its Run the RunID), from where the checkpoint left off,
@@ -187,5 +181,5 @@ func (b *Bulk) save(p visit.Progress) error {
 	if b.path == "" {
 		return nil
 	}
-	return WriteCheckpoint(b.path, b.kind, b.st)
+	return writeEnvelope(b.path, b.kind, b.st)
 }

@@ -8,11 +8,11 @@ import (
 	"path/filepath"
 )
 
-// CheckpointVersion is the version of the checkpoint file's envelope that
-// WriteCheckpoint writes.
-const CheckpointVersion = 1
+// envelopeVersion is the version of the checkpoint file's envelope that
+// writeEnvelope writes.
+const envelopeVersion = 1
 
-// Checkpoint is a checkpoint file: the kind of job whose state it holds
+// envelope is a checkpoint file: the kind of job whose state it holds
 // ("feed", "visit", "copy", or a program's own), and the state, which the
 // job's code reads with Decode. On disk it is one JSON object:
 //
@@ -21,27 +21,27 @@ const CheckpointVersion = 1
 // The checkpoints that retries feed, visit and copy wrote before this
 // envelope (a job's state alone, with no "checkpoint" key) are read too:
 // their kind is told from their fields.
-type Checkpoint struct {
+type envelope struct {
 	Version int             `json:"checkpoint"`
 	Kind    string          `json:"kind"`
 	State   json.RawMessage `json:"state"`
 	path    string
 }
 
-// ErrNotCheckpoint is what ReadCheckpoint returns, wrapped with the
+// ErrNotCheckpoint is what readEnvelope returns, wrapped with the
 // file's path, for a file that is not a checkpoint this version reads.
-var ErrNotCheckpoint = errors.New("not a checkpoint of this version of retries")
+var ErrNotCheckpoint = errors.New("not a checkpoint of this version of package resume")
 
-// ReadCheckpoint reads the checkpoint file at path. A missing file is an
+// readEnvelope reads the checkpoint file at path. A missing file is an
 // error matching fs.ErrNotExist.
-func ReadCheckpoint(path string) (Checkpoint, error) {
+func readEnvelope(path string) (envelope, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return Checkpoint{}, err
+		return envelope{}, err
 	}
-	var c Checkpoint
+	var c envelope
 	if err := json.Unmarshal(data, &c); err != nil {
-		return Checkpoint{}, fmt.Errorf("%s: %w", path, ErrNotCheckpoint)
+		return envelope{}, fmt.Errorf("%s: %w", path, ErrNotCheckpoint)
 	}
 	c.path = path
 	if c.Version == 0 {
@@ -59,8 +59,8 @@ func ReadCheckpoint(path string) (Checkpoint, error) {
 		}
 		c.State = data
 	}
-	if c.Version > CheckpointVersion || c.Kind == "" || len(c.State) == 0 {
-		return Checkpoint{}, fmt.Errorf("%s: %w", path, ErrNotCheckpoint)
+	if c.Version > envelopeVersion || c.Kind == "" || len(c.State) == 0 {
+		return envelope{}, fmt.Errorf("%s: %w", path, ErrNotCheckpoint)
 	}
 	return c, nil
 }
@@ -68,7 +68,7 @@ func ReadCheckpoint(path string) (Checkpoint, error) {
 // Decode reads the state of a checkpoint of kind into v, as
 // json.Unmarshal does, or returns an error that names the kind the
 // checkpoint is of when it is another.
-func (c Checkpoint) Decode(kind string, v any) error {
+func (c envelope) Decode(kind string, v any) error {
 	if c.Kind != kind {
 		return fmt.Errorf("%s is a checkpoint of %s, not of %s", c.path, describe(c.Kind), describe(kind))
 	}
@@ -78,34 +78,36 @@ func (c Checkpoint) Decode(kind string, v any) error {
 	return nil
 }
 
-// describe names the job of a kind: "retries visit" for the commands'.
+// describe names the job of a kind: "a visit", "an update".
 func describe(kind string) string {
 	switch kind {
-	case "feed", "visit", "copy", "delete", "update":
-		return "retries " + kind
+	case "feed", "visit", "copy", "delete":
+		return "a " + kind
+	case "update":
+		return "an update"
 	}
 	return fmt.Sprintf("%q", kind)
 }
 
-// WriteCheckpoint writes state, a job of kind's, as the checkpoint file at
-// path, whole or not at all (see WriteFile).
-func WriteCheckpoint(path, kind string, state any) error {
+// writeEnvelope writes state, a job of kind's, as the checkpoint file at
+// path, whole or not at all (see writeFile).
+func writeEnvelope(path, kind string, state any) error {
 	s, err := json.Marshal(state)
 	if err != nil {
 		return err
 	}
-	data, err := json.Marshal(Checkpoint{Version: CheckpointVersion, Kind: kind, State: s})
+	data, err := json.Marshal(envelope{Version: envelopeVersion, Kind: kind, State: s})
 	if err != nil {
 		return err
 	}
-	return WriteFile(path, append(data, '\n'))
+	return writeFile(path, append(data, '\n'))
 }
 
-// WriteFile writes data to path whole, or leaves path as it was: it writes
+// writeFile writes data to path whole, or leaves path as it was: it writes
 // a temporary file beside it, syncs it, renames it over path and syncs the
 // directory, so that after a crash at any point path holds the old data or
 // the new.
-func WriteFile(path string, data []byte) error {
+func writeFile(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".*.tmp")
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/seed32e55400/retries/resume"
 )
 
-// TestCheckpointFormats: a checkpoint written with WriteCheckpoint reads
+// TestCheckpointFormats: a checkpoint written with WriteEnvelope reads
 // back as its kind and state; the checkpoints of retries feed, visit and
 // copy from before the envelope read as their kinds; a checkpoint of
 // another kind is refused with a message that names both; anything else
@@ -23,18 +23,18 @@ func TestCheckpointFormats(t *testing.T) {
 		Version int    `json:"version"`
 		Cluster string `json:"cluster"`
 	}
-	if err := resume.WriteCheckpoint(path, "copy", state{1, "music"}); err != nil {
+	if err := resume.WriteEnvelope(path, "copy", state{1, "music"}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := resume.ReadCheckpoint(path)
+	c, err := resume.ReadEnvelope(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var s state
-	if err := c.Decode("copy", &s); err != nil || s != (state{1, "music"}) || c.Version != resume.CheckpointVersion {
+	if err := c.Decode("copy", &s); err != nil || s != (state{1, "music"}) || c.Version != resume.EnvelopeVersion {
 		t.Errorf("read back: %+v, %+v, %v", c, s, err)
 	}
-	if err := c.Decode("visit", &s); err == nil || err.Error() != path+" is a checkpoint of retries copy, not of retries visit" {
+	if err := c.Decode("visit", &s); err == nil || err.Error() != path+" is a checkpoint of a copy, not of a visit" {
 		t.Errorf("Decode as another kind: %v", err)
 	}
 	entries, _ := os.ReadDir(dir)
@@ -51,7 +51,7 @@ func TestCheckpointFormats(t *testing.T) {
 		if err := os.WriteFile(path, []byte(tc.data), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		c, err := resume.ReadCheckpoint(path)
+		c, err := resume.ReadEnvelope(path)
 		if err != nil || c.Kind != tc.kind || string(c.State) != tc.data {
 			t.Errorf("%s: read as %q (%v), want %q with the file as its state", tc.data, c.Kind, err, tc.kind)
 		}
@@ -61,11 +61,11 @@ func TestCheckpointFormats(t *testing.T) {
 		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := resume.ReadCheckpoint(path); !errors.Is(err, resume.ErrNotCheckpoint) || !strings.HasPrefix(err.Error(), path+": ") {
+		if _, err := resume.ReadEnvelope(path); !errors.Is(err, resume.ErrNotCheckpoint) || !strings.HasPrefix(err.Error(), path+": ") {
 			t.Errorf("%q: %v, want ErrNotCheckpoint naming the file", data, err)
 		}
 	}
-	if _, err := resume.ReadCheckpoint(filepath.Join(dir, "none")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := resume.ReadEnvelope(filepath.Join(dir, "none")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a missing file: %v", err)
 	}
 }

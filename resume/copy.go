@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seed32e55400/retries/feed"
+	"github.com/seed32e55400/retries/internal/ledger"
 	"github.com/seed32e55400/retries/visit"
 )
 
@@ -62,11 +63,11 @@ const (
 // acknowledged. The feed must be made with feed.Config.Resumable when the
 // copy has a checkpoint: what it did not send is visited again.
 type Copier struct {
-	led     *Ledger
+	led     *ledger.Ledger
 	base    int64 // the documents done before the copy resumed
 	path    string
 	hold    *hold
-	resumed bool
+	start   Start
 	visited atomic.Int64
 	acked   atomic.Int64
 	slices  atomic.Int64 // done, as the last page handed out says
@@ -100,7 +101,7 @@ type copyMark struct {
 // an error wrapping ErrHeld.
 func OpenCopy(path string, of CopyOf, slices int) (*Copier, error) {
 	st := copyState{Version: 1, Cluster: of.Cluster, Selection: of.Selection, FieldSet: of.FieldSet, From: of.From, To: of.To}
-	c := &Copier{led: New(nil), path: path, queues: map[int][]visit.Document{}, ords: map[int][]int64{}}
+	c := &Copier{led: ledger.New(nil), path: path, queues: map[int][]visit.Document{}, ords: map[int][]int64{}}
 	c.changed = sync.NewCond(&c.mu)
 	if path != "" {
 		h, ck, found, err := holdAndRead(path, "copy")
@@ -109,16 +110,16 @@ func OpenCopy(path string, of CopyOf, slices int) (*Copier, error) {
 		}
 		if found {
 			st, err = readCopy(ck, path, st)
-			if err == nil && st.Progress.Slices != 0 && st.Progress.Slices != slices {
-				n := st.Progress.Slices
-				err = fmt.Errorf("%s is of a copy in %d slices: give %d slices (a continuation token holds only for its slicing)", path, n, n)
+			if err == nil {
+				err = checkSlices(path, "copy", st.Progress, slices)
 			}
 			if err != nil {
 				h.release()
 				return nil, err
 			}
 		}
-		c.hold, c.resumed = h, found
+		c.hold = h
+		c.start = Start{Resumed: found, Complete: found && st.Complete, Before: st.Documents}
 	}
 	c.st, c.base = st, st.Documents
 	return c, nil
@@ -126,14 +127,14 @@ func OpenCopy(path string, of CopyOf, slices int) (*Copier, error) {
 
 // readCopy reads c, the checkpoint at path, for the copy that st
 // describes.
-func readCopy(c Checkpoint, path string, st copyState) (copyState, error) {
+func readCopy(c envelope, path string, st copyState) (copyState, error) {
 	var prev copyState
 	if err := c.Decode("copy", &prev); err != nil {
 		return st, err
 	}
 	switch {
 	case prev.Version != 1:
-		return st, fmt.Errorf("%s is not a checkpoint of retries copy", path)
+		return st, fmt.Errorf("%s is not a checkpoint of a copy", path)
 	case prev.Cluster != st.Cluster || prev.Selection != st.Selection || prev.FieldSet != st.FieldSet:
 		return st, fmt.Errorf("%s was made for another copy (the cluster, the selection or the field set differ): remove it to copy again", path)
 	case prev.From != nil && !slices.Equal(prev.From, st.From):
@@ -145,19 +146,11 @@ func readCopy(c Checkpoint, path string, st copyState) (copyState, error) {
 	return prev, nil
 }
 
-// Resumed reports whether the copy resumes from its checkpoint.
-func (c *Copier) Resumed() bool { return c.resumed }
+// Start returns what OpenCopy found at the checkpoint.
+func (c *Copier) Start() Start { return c.start }
 
 // Close lets the checkpoint go, for another run to take up.
 func (c *Copier) Close() error { return c.hold.release() }
-
-// Complete reports whether the checkpoint says the copy is complete:
-// then Run has nothing to copy.
-func (c *Copier) Complete() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.st.Complete
-}
 
 // CopyStats are a copy's counts.
 type CopyStats struct {
@@ -233,7 +226,7 @@ func (c *Copier) Run(ctx context.Context, from *visit.Client, to *feed.Client, f
 	saved := make(chan struct{})
 	go func() {
 		defer close(saved)
-		_ = Loop{Every: copySaveEvery, Commit: func(context.Context) error { return c.save() }}.Run(sctx) // the last save says
+		_ = ledger.Loop{Every: copySaveEvery, Commit: func(context.Context) error { return c.save() }}.Run(sctx) // the last save says
 	}()
 	_ = to.Feed(ctx, c.ops(vctx), c.done) // the report says what the error would
 	stopVisit()
@@ -352,7 +345,7 @@ func (c *Copier) done(o feed.Operation, _ feed.Result, err error) {
 
 // save moves the checkpoint to the last page whose documents, and those
 // of every page before it, are done, and writes it: the failed file
-// synced first, then the checkpoint whole (WriteCheckpoint). It writes it
+// synced first, then the checkpoint whole (writeEnvelope). It writes it
 // unchanged too: a few times a second is cheap, and a test sees each
 // save.
 func (c *Copier) save() error {
@@ -379,5 +372,5 @@ func (c *Copier) save() error {
 			return fmt.Errorf("the failed file: %v", err)
 		}
 	}
-	return WriteCheckpoint(c.path, "copy", st)
+	return writeEnvelope(c.path, "copy", st)
 }

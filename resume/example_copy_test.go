@@ -36,7 +36,7 @@ func ExampleCopier() {
 			log.Fatal(err)
 		}
 		defer c.Close() // lets the checkpoint go, for the next run
-		if c.Complete() {
+		if c.Start().Complete {
 			fmt.Println("the checkpoint says the copy is complete")
 			return
 		}

@@ -46,7 +46,7 @@ func ExampleFileFeed() {
 			log.Fatal(err)
 		}
 		defer ff.Close() // lets the checkpoint go, for the next run
-		if ff.Complete() {
+		if ff.Start().Complete {
 			fmt.Println("the checkpoint says every operation was fed or reported")
 		}
 		cfg, err := ff.Configure(feed.Config{URLs: []string{dst.URL}})

@@ -33,7 +33,7 @@ func ExampleVisitor() {
 			log.Fatal(err)
 		}
 		defer v.Close()
-		if v.Complete() {
+		if v.Start().Complete {
 			fmt.Println("the checkpoint says the visit is complete")
 			return
 		}

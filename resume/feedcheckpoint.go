@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/seed32e55400/retries/feed"
+	"github.com/seed32e55400/retries/internal/ledger"
 )
 
 // Checkpoints of the checkpoint file.
@@ -50,7 +51,7 @@ type checkpointFile struct {
 	Line   int   `json:"line"`
 	// Done are the runs of elements done from the watermark on, each
 	// [first, last] ordinals.
-	Done []Run `json:"done,omitempty"`
+	Done []ledger.Run `json:"done,omitempty"`
 	// Reserved are the runs of operations not safe to repeat that may
 	// have been sent and are not done: a resumed feed reports them as of
 	// unknown outcome and does not send them again. (Version 1 held a
@@ -63,7 +64,7 @@ type checkpointFile struct {
 
 // reservedRuns are the reserved runs; a version 1 file's frontier N reads
 // as the run [0, N-1].
-type reservedRuns []Run
+type reservedRuns []ledger.Run
 
 func (r *reservedRuns) UnmarshalJSON(b []byte) error {
 	var n int64
@@ -74,7 +75,7 @@ func (r *reservedRuns) UnmarshalJSON(b []byte) error {
 		}
 		return nil
 	}
-	return json.Unmarshal(b, (*[]Run)(r))
+	return json.Unmarshal(b, (*[]ledger.Run)(r))
 }
 
 // checkpoint keeps the checkpoint file while the feed runs. Its ledger
@@ -101,14 +102,14 @@ type checkpoint struct {
 	file    checkpointFile // the identity fields, and what the last rewrite wrote
 	resumed bool
 	skipped int64 // elements skipped as done before
-	led     *Ledger
+	led     *ledger.Ledger
 	hash    *inputHash
 
 	mu       sync.Mutex
-	prevDone []Run // from the checkpoint resumed from, still ahead of the reading
-	onDisk   bool  // this feed has written the file
-	eof      bool  // the whole input was read
-	clean    bool  // the feed has ended: nothing is in flight
+	prevDone []ledger.Run // from the checkpoint resumed from, still ahead of the reading
+	onDisk   bool         // this feed has written the file
+	eof      bool         // the whole input was read
+	clean    bool         // the feed has ended: nothing is in flight
 
 	// The failed files, and their sizes as done last reported an element:
 	// what the elements done wrote to them.
@@ -139,13 +140,13 @@ func openCheckpoint(path string, in *os.File, failed string) (*checkpoint, error
 		return nil, err
 	}
 	id := checkpointFile{Version: checkpointVersion, Size: st.Size(), Array: isArray(head[:n]), Line: 1, Failed: failed}
-	ck := &checkpoint{path: path, file: id, led: New(nil), hash: &inputHash{}}
-	c, err := ReadCheckpoint(path)
+	ck := &checkpoint{path: path, file: id, led: ledger.New(nil), hash: &inputHash{}}
+	c, err := readEnvelope(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return ck, nil
 	case errors.Is(err, ErrNotCheckpoint):
-		return nil, fmt.Errorf("%s is not a checkpoint of this version of retries feed", path)
+		return nil, fmt.Errorf("%s is not a checkpoint of this version of a feed", path)
 	case err != nil:
 		return nil, err
 	}
@@ -154,7 +155,7 @@ func openCheckpoint(path string, in *os.File, failed string) (*checkpoint, error
 		return nil, err
 	}
 	if prev.Version < 1 || prev.Version > checkpointVersion {
-		return nil, fmt.Errorf("%s is not a checkpoint of this version of retries feed", path)
+		return nil, fmt.Errorf("%s is not a checkpoint of this version of a feed", path)
 	}
 	switch {
 	case prev.Size != id.Size:
@@ -174,7 +175,7 @@ func openCheckpoint(path string, in *os.File, failed string) (*checkpoint, error
 	}
 	prev.Version = checkpointVersion
 	ck.file, ck.resumed, ck.prevDone = prev, true, prev.Done
-	ck.led = New(prev.Reserved)
+	ck.led = ledger.New(prev.Reserved)
 	ck.hash.prevChunks, ck.hash.prevTail = prev.Chunks, prev.Tail
 	return ck, nil
 }
@@ -315,7 +316,7 @@ func (ck *checkpoint) start() error {
 	ctx, stop := context.WithCancel(context.Background())
 	ck.stop, ck.stopped = stop, make(chan error, 1)
 	go func() {
-		ck.stopped <- Loop{Asked: ck.led.Asked(), Commit: func(context.Context) error { return ck.rewrite() }}.Run(ctx)
+		ck.stopped <- ledger.Loop{Asked: ck.led.Asked(), Commit: func(context.Context) error { return ck.rewrite() }}.Run(ctx)
 	}()
 	return nil
 }
@@ -356,13 +357,13 @@ func (ck *checkpoint) write(f checkpointFile, syncs []*os.File) error {
 			return fmt.Errorf("the failed files: %v", err)
 		}
 	}
-	return WriteCheckpoint(ck.path, "feed", f)
+	return writeEnvelope(ck.path, "feed", f)
 }
 
 // snapshot returns what the file is to hold now, and the ledger's snapshot,
 // or changed false if the file holds it already: the failed files' sizes
 // as done last reported an element, which cover exactly the elements done.
-func (ck *checkpoint) snapshot() (f checkpointFile, s Snapshot, syncs []*os.File, changed bool) {
+func (ck *checkpoint) snapshot() (f checkpointFile, s ledger.Snapshot, syncs []*os.File, changed bool) {
 	ck.mu.Lock()
 	defer ck.mu.Unlock()
 	s = ck.led.Snapshot()

@@ -8,7 +8,13 @@ import (
 	"os"
 
 	"github.com/seed32e55400/retries/feed"
+	"github.com/seed32e55400/retries/internal/ledger"
 )
+
+// ErrSentBefore is the error a resumed FileFeed reports, as of unknown
+// outcome, for an operation not safe to repeat that an earlier run reserved
+// and did not finish: it may have been applied, and is not sent again.
+var ErrSentBefore = ledger.ErrSentBefore
 
 // FileFeedConfig says what a FileFeed feeds, and what it keeps.
 type FileFeedConfig struct {
@@ -87,12 +93,12 @@ func OpenFileFeed(cfg FileFeedConfig) (*FileFeed, error) {
 // Close lets the checkpoint go, for another run to take up.
 func (f *FileFeed) Close() error { return f.hold.release() }
 
-// Resumed reports whether the feed resumes from its checkpoint.
-func (f *FileFeed) Resumed() bool { return f.ck != nil && f.ck.resumed }
-
-// Complete reports whether the checkpoint says every operation of the
-// input was fed or reported: then Run has nothing to feed.
-func (f *FileFeed) Complete() bool { return f.Resumed() && f.ck.file.Complete }
+// Start returns what OpenFileFeed found at the checkpoint: Complete when
+// it says every operation of the input was fed or reported.
+func (f *FileFeed) Start() Start {
+	resumed := f.ck != nil && f.ck.resumed
+	return Start{Resumed: resumed, Complete: resumed && f.ck.file.Complete}
+}
 
 // Position returns where a resumed feed starts: the line and byte offset
 // of the first operation not done.
@@ -112,7 +118,7 @@ func (f *FileFeed) Position() (line int, offset int64) {
 func (f *FileFeed) Configure(cfg feed.Config) (feed.Config, error) {
 	if f.files != nil {
 		cfg.Failed, cfg.Unknown, cfg.Unread = &f.files.failed, &f.files.unknown, &f.files.unread
-		if f.Resumed() {
+		if f.Start().Resumed {
 			ids, err := f.files.resume(f.ck.file.FailedSize, f.ck.file.UnknownSize)
 			if err != nil {
 				return cfg, err
@@ -167,7 +173,7 @@ func (r FileFeedResult) Complete() bool {
 // the input or the checkpoint cannot be read or written at the start. A
 // FileFeed runs once.
 func (f *FileFeed) Run(ctx context.Context, c *feed.Client) (FileFeedResult, error) {
-	if f.Complete() {
+	if f.Start().Complete {
 		r := FileFeedResult{Report: c.Report()}
 		if f.files != nil {
 			r.Files = f.files.finish()

@@ -24,15 +24,14 @@ func TestOpenFileFeedRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	var ie *resume.InputError
-	if _, err := resume.OpenFileFeed(resume.FileFeedConfig{Input: in, Failed: input}); !errors.As(err, &ie) || ie.Path != input {
-		t.Errorf("failed files that are the input: %v, want an InputError", err)
+	if _, err := resume.OpenFileFeed(resume.FileFeedConfig{Input: in, Failed: input}); !errors.Is(err, resume.ErrFailedIsInput) || err.Error() != input+" is the input" {
+		t.Errorf("failed files that are the input: %v, want ErrFailedIsInput after the path", err)
 	}
 	if _, err := resume.OpenFileFeed(resume.FileFeedConfig{Input: strings.NewReader(""), Checkpoint: filepath.Join(dir, "ck")}); err == nil || !strings.Contains(err.Error(), "cannot be resumed") {
 		t.Errorf("a checkpoint of a reader that is not a file: %v", err)
 	}
 	ck := filepath.Join(dir, "ck")
-	if err := resume.WriteCheckpoint(ck, "feed", map[string]any{"version": 2, "size": 5, "array": false, "tail": map[string]any{}, "offset": 0, "line": 1}); err != nil {
+	if err := resume.WriteEnvelope(ck, "feed", map[string]any{"version": 2, "size": 5, "array": false, "tail": map[string]any{}, "offset": 0, "line": 1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := resume.OpenFileFeed(resume.FileFeedConfig{Input: in, Checkpoint: ck}); err == nil || !strings.Contains(err.Error(), "was made from another input") {

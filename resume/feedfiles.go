@@ -111,7 +111,7 @@ func (ff *feedFiles) checkInput(in *os.File) error {
 	for _, o := range ff.all() {
 		for _, p := range []string{o.path, o.partial()} {
 			if a, err := os.Stat(p); err == nil && os.SameFile(a, b) {
-				return &InputError{Path: p}
+				return fmt.Errorf("%s %w", p, ErrFailedIsInput)
 			}
 		}
 	}
@@ -181,12 +181,10 @@ func (ff *feedFiles) resume(failedSize, unknownSize int64) (ids []string, err er
 	return ids, nil
 }
 
-// InputError is what OpenFileFeed returns when one of the failed files
-// (or its .partial) is the input: writing it would destroy the input.
-type InputError struct{ Path string }
-
-// Error says "F is the input".
-func (e *InputError) Error() string { return e.Path + " is the input" }
+// ErrFailedIsInput is what OpenFileFeed returns, after the file's path,
+// when one of the failed files (or its .partial) is the input: writing it
+// would destroy the input.
+var ErrFailedIsInput = errors.New("is the input")
 
 // SideFile is one of the files of FileFeedConfig.Failed F that a feed
 // left in place (F always, F.unknown and F.unread once written to), or

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/seed32e55400/retries/visit"
 )
 
 // ErrHeld is what opening a checkpoint returns, wrapped with its path and
@@ -53,11 +55,11 @@ func takeHold(path string) (*hold, error) {
 // holdAndRead takes the hold of the checkpoint at path and reads it: found
 // is false when there is none yet. A file that is no checkpoint is said to
 // be none of a job of kind; on any error the hold is let go.
-func holdAndRead(path, kind string) (h *hold, c Checkpoint, found bool, err error) {
+func holdAndRead(path, kind string) (h *hold, c envelope, found bool, err error) {
 	if h, err = takeHold(path); err != nil {
 		return nil, c, false, err
 	}
-	c, err = ReadCheckpoint(path)
+	c, err = readEnvelope(path)
 	switch {
 	case err == nil:
 		return h, c, true, nil
@@ -68,6 +70,16 @@ func holdAndRead(path, kind string) (h *hold, c Checkpoint, found bool, err erro
 	}
 	h.release()
 	return nil, c, false, err
+}
+
+// checkSlices refuses to resume a checkpoint of kind, at path, whose
+// progress p is of other slices than n: a continuation token holds only
+// for its slicing. A progress of no slices (nothing visited yet) fits any.
+func checkSlices(path, kind string, p visit.Progress, n int) error {
+	if p.Slices != 0 && p.Slices != n {
+		return fmt.Errorf("%s is of %s in %d slices: give %d slices (a continuation token holds only for its slicing)", path, describe(kind), p.Slices, p.Slices)
+	}
+	return nil
 }
 
 // release lets the hold go; a nil hold has nothing to let go.

@@ -80,7 +80,7 @@ func TestBulkRunIDOnDiskAtOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := resume.ReadCheckpoint(path)
+	c, err := resume.ReadEnvelope(path)
 	if err != nil {
 		t.Fatalf("no checkpoint after OpenBulk: %v", err)
 	}

@@ -61,8 +61,7 @@ type Visitor struct {
 	out     *os.File
 	w       *bufio.Writer
 	st      visitState
-	resumed bool
-	created bool
+	start   Start
 	cutFrom int64 // the output's size before the resume cut it back
 	cutTo   int64 // and after
 	before  int64 // the documents in the output before this run
@@ -110,13 +109,13 @@ func (v *Visitor) open(slices int) error {
 	if err != nil {
 		return err
 	}
-	v.out, v.w, v.created = out, bufio.NewWriterSize(out, 256<<10), true
+	v.out, v.w = out, bufio.NewWriterSize(out, 256<<10)
 	return v.save(visit.Progress{})
 }
 
 // resume reads the checkpoint c of the visit v.st describes, and opens the
 // output cut back to the size it covers.
-func (v *Visitor) resume(c Checkpoint, nSlices int) error {
+func (v *Visitor) resume(c envelope, nSlices int) error {
 	var prev visitState
 	if err := c.Decode("visit", &prev); err != nil {
 		return err
@@ -124,13 +123,14 @@ func (v *Visitor) resume(c Checkpoint, nSlices int) error {
 	st := v.st
 	switch {
 	case prev.Version != 1:
-		return fmt.Errorf("%s is not a checkpoint of retries visit", v.path)
+		return fmt.Errorf("%s is not a checkpoint of a visit", v.path)
 	case prev.Cluster != st.Cluster || prev.Selection != st.Selection || prev.FieldSet != st.FieldSet || prev.Output != st.Output:
 		return fmt.Errorf("%s was made for another visit (the cluster, the selection, the field set or the output differ): remove it to visit again", v.path)
 	case prev.URLs != nil && !slices.Equal(prev.URLs, st.URLs):
 		return fmt.Errorf("%s was made for a visit of other endpoints: a continuation token of one Vespa means nothing to another, and the output would mix two corpora; give the endpoints it had, or remove it to visit again", v.path)
-	case prev.Progress.Slices != 0 && prev.Progress.Slices != nSlices:
-		return fmt.Errorf("%s is of a visit in %d slices: give %d slices (a continuation token holds only for its slicing)", v.path, prev.Progress.Slices, prev.Progress.Slices)
+	}
+	if err := checkSlices(v.path, "visit", prev.Progress, nSlices); err != nil {
+		return err
 	}
 	prev.URLs = st.URLs
 	flags := os.O_RDWR
@@ -157,7 +157,9 @@ func (v *Visitor) resume(c Checkpoint, nSlices int) error {
 	}
 	v.w, v.st, v.before = bufio.NewWriterSize(out, 256<<10), prev, prev.Documents
 	v.cutFrom, v.cutTo = fi.Size(), prev.OutputSize
-	v.resumed = prev.Progress.Slices != 0
+	if prev.Progress.Slices != 0 {
+		v.start = Start{Resumed: true, Complete: prev.Complete, Before: prev.Documents}
+	}
 	return nil
 }
 
@@ -192,15 +194,9 @@ func checkOutput(out *os.File, size, covered, docs int64) error {
 	return nil
 }
 
-// Resumed reports whether the visit resumes from its checkpoint.
-func (v *Visitor) Resumed() bool { return v.resumed }
-
-// Created reports whether OpenVisit created the output (a new visit).
-func (v *Visitor) Created() bool { return v.created }
-
-// Complete reports whether the checkpoint says the visit is complete:
-// then Run has nothing to visit.
-func (v *Visitor) Complete() bool { return v.st.Complete }
+// Start returns what OpenVisit found at the checkpoint; its Before is the
+// documents in the output the resume kept.
+func (v *Visitor) Start() Start { return v.start }
 
 // Cut returns the output's size before the resume and after it: what was
 // written after the checkpoint is cut away, and visited again. from is
@@ -257,7 +253,7 @@ func (v *Visitor) save(p visit.Progress) error {
 		return err
 	}
 	v.st.OutputSize, v.st.Documents, v.st.Progress, v.st.Complete = size, v.before+v.docs, p, p.Complete()
-	return WriteCheckpoint(v.path, "visit", v.st)
+	return writeEnvelope(v.path, "visit", v.st)
 }
 
 // Close closes the output and lets the checkpoint go, for another run to

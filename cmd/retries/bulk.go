@@ -131,12 +131,13 @@ func runBulk(ctx context.Context, args []string, update bool, stdout, stderr io.
 		return setupErrorf("%s: -checkpoint: %v", name, err)
 	}
 	defer b.Close()
-	if b.Complete() {
+	begun := b.Start()
+	if begun.Complete {
 		fmt.Fprintf(stderr, "retries %s: %s says the run is complete: nothing to do (remove it to run again)\n", name, f.checkpoint)
 		return nil
 	}
-	if b.Resumed() {
-		fmt.Fprintf(stderr, "retries %s: resuming from %s: %d documents processed before\n", name, f.checkpoint, b.Before())
+	if begun.Resumed {
+		fmt.Fprintf(stderr, "retries %s: resuming from %s: %d documents processed before\n", name, f.checkpoint, begun.Before)
 	}
 	proc.Run = b.RunID()
 	stderr = &syncWriter{w: stderr}
@@ -151,7 +152,7 @@ func runBulk(ctx context.Context, args []string, update bool, stdout, stderr io.
 	}
 	start := time.Now()
 	prog := &visitProgress{slices: f.slices, maxOutage: f.maxOutage}
-	prog.docs.Store(b.Before())
+	prog.docs.Store(begun.Before)
 	stopProgress := prog.start(stderr, name, f.progress, start, c.Stats)
 	err = b.Run(ctx, c, prog.note)
 	stopProgress()
@@ -174,7 +175,7 @@ func runBulk(ctx context.Context, args []string, update bool, stdout, stderr io.
 		}
 		return nil
 	case errors.As(err, &se):
-		if f.checkpoint != "" && !b.Resumed() && b.Processed() == 0 {
+		if f.checkpoint != "" && !begun.Resumed && b.Processed() == 0 {
 			os.Remove(f.checkpoint) // a refused run leaves nothing behind: there was none before it
 		}
 		return setupErrorf("%s: %s", name, strings.TrimPrefix(err.Error(), "visit: ")) // a bad selection, an unknown cluster

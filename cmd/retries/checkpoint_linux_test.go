@@ -19,7 +19,7 @@ import (
 	"unsafe"
 
 	"github.com/seed32e55400/retries/feed"
-	"github.com/seed32e55400/retries/resume"
+	"github.com/seed32e55400/retries/internal/ledger"
 )
 
 // renames returns a channel that receives the name of each file renamed
@@ -132,7 +132,7 @@ func (s *applyServer) counts() map[string]int {
 // (resume.FileFeed's, kind "feed").
 type checkpointFile struct {
 	Line     int          `json:"line"`
-	Done     []resume.Run `json:"done,omitempty"`
+	Done     []ledger.Run `json:"done,omitempty"`
 	Complete bool         `json:"complete,omitempty"`
 }
 

@@ -102,12 +102,13 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return setupErrorf("copy: -checkpoint: %v", err)
 	}
 	defer cp.Close()
-	if cp.Complete() {
+	begun := cp.Start()
+	if begun.Complete {
 		fmt.Fprintf(stderr, "retries copy: %s says the copy is complete: nothing to copy (remove it to copy again)\n", f.checkpoint)
 		return nil
 	}
-	if cp.Resumed() {
-		fmt.Fprintf(stderr, "retries copy: resuming from %s: %d documents copied before\n", f.checkpoint, cp.Stats().Before)
+	if begun.Resumed {
+		fmt.Fprintf(stderr, "retries copy: resuming from %s: %d documents copied before\n", f.checkpoint, begun.Before)
 	}
 	if f.checkpoint != "" {
 		cfg.Resumable = true // what was not sent is visited again
@@ -115,7 +116,7 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var failed *os.File
 	if f.to.failed != "" {
 		flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-		if cp.Resumed() {
+		if begun.Resumed {
 			flags = os.O_WRONLY | os.O_CREATE | os.O_APPEND // what the copies before wrote stays
 		}
 		if failed, err = os.OpenFile(f.to.failed, flags, 0o644); err != nil {

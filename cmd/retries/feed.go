@@ -221,9 +221,8 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 	}
 	ff, err := resume.OpenFileFeed(resume.FileFeedConfig{Input: in, Checkpoint: f.checkpoint, Failed: f.failed})
-	var ie *resume.InputError
 	switch {
-	case errors.As(err, &ie):
+	case errors.Is(err, resume.ErrFailedIsInput):
 		return usageErrorf("feed: -failed: %v", err)
 	case err != nil:
 		return setupErrorf("feed: -checkpoint: %v", err)
@@ -244,10 +243,11 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if fd, err = feed.New(cfg); err != nil {
 		return usageErrorf("feed: -url: %v", err)
 	}
+	begun := ff.Start()
 	switch line, offset := ff.Position(); {
-	case ff.Complete():
+	case begun.Complete:
 		fmt.Fprintf(stderr, "retries feed: %s says every operation of the input was fed or reported: nothing to feed (remove it to feed the input again)\n", f.checkpoint)
-	case ff.Resumed():
+	case begun.Resumed:
 		fmt.Fprintf(stderr, "retries feed: resuming from %s: line %d (byte offset %d) on\n", f.checkpoint, line, offset)
 	}
 	if f.progressFile != "" {
@@ -281,7 +281,7 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		switch {
 		case sf.Err != nil:
 			fmt.Fprintf(stderr, "retries feed: -failed: %v; %s.partial is incomplete\n", sf.Err, sf.Path)
-		case sf.Kind == "failed" && failed > 0 && ff.Resumed():
+		case sf.Kind == "failed" && failed > 0 && begun.Resumed:
 			fmt.Fprintf(stderr, "retries feed: %s: %d more operations not acknowledged, after those of the feeds before the resume, to feed again\n", sf.Path, failed)
 		case sf.Kind == "failed" && failed > 0:
 			fmt.Fprintf(stderr, "retries feed: %s: %d operations not acknowledged, to feed again\n", sf.Path, failed)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,8 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/seed32e55400/retries/resume"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -405,11 +404,23 @@ func deadURL(t *testing.T) string {
 	return "http://" + addr
 }
 
-// readState reads the checkpoint at path, of kind, into v.
+// readState reads the checkpoint at path, of kind, into v: the file is
+// {"checkpoint": 1, "kind": KIND, "state": {…}}.
 func readState(path, kind string, v any) error {
-	c, err := resume.ReadCheckpoint(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	return c.Decode(kind, v)
+	var c struct {
+		Version int             `json:"checkpoint"`
+		Kind    string          `json:"kind"`
+		State   json.RawMessage `json:"state"`
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return err
+	}
+	if c.Version != 1 || c.Kind != kind {
+		return fmt.Errorf("%s: a checkpoint of version %d and kind %q, want 1 and %q", path, c.Version, c.Kind, kind)
+	}
+	return json.Unmarshal(c.State, v)
 }

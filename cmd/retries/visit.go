@@ -104,12 +104,13 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return setupErrorf("visit: %v", err)
 	}
 	defer v.Close()
-	if v.Complete() {
+	begun := v.Start()
+	if begun.Complete {
 		fmt.Fprintf(stderr, "retries visit: %s says the visit is complete: nothing to visit (remove it to visit again)\n", f.checkpoint)
 		return nil
 	}
-	if v.Resumed() {
-		fmt.Fprintf(stderr, "retries visit: resuming from %s: %d documents in %s\n", f.checkpoint, v.Documents(), f.out)
+	if begun.Resumed {
+		fmt.Fprintf(stderr, "retries visit: resuming from %s: %d documents in %s\n", f.checkpoint, begun.Before, f.out)
 		if from, to := v.Cut(); from > to {
 			fmt.Fprintf(stderr, "retries visit: %s cut from %d to %d bytes: what was written after the checkpoint is visited again\n", f.out, from, to)
 		}
@@ -119,13 +120,13 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	err = v.Run(ctx, c, prog.note)
 	stopProgress()
 	var se *visit.StatusError
-	if errors.As(err, &se) && v.Created() && v.Documents() == 0 {
+	if errors.As(err, &se) && !begun.Resumed && v.Documents() == 0 {
 		// A refused visit (a cluster the server does not have) leaves
-		// nothing behind.
+		// nothing behind: nothing was done before it either.
 		v.Close()
 		os.Remove(f.out)
 		if f.checkpoint != "" {
-			os.Remove(f.checkpoint) // there was none before this run
+			os.Remove(f.checkpoint) // none before this run, or one of nothing done
 		}
 		return setupErrorf("%v", err)
 	}

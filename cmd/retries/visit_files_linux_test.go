@@ -157,10 +157,13 @@ func TestCheckpointOfAnotherCommand(t *testing.T) {
 				continue
 			}
 			code, _, stderr := runCmd(t, append(args, "-checkpoint", ck)...)
-			want := ck + " is a checkpoint of retries " + made + ", not of retries " + other
+			want := ck + " is a checkpoint of " + article(made) + ", not of " + article(other)
 			if after, _ := os.ReadFile(ck); code != exitUsage || !strings.Contains(stderr, want) || !bytes.Equal(before, after) {
 				t.Errorf("%s with %s's checkpoint: exit %d, stderr:\n%s\nwant 2, %q and the checkpoint untouched", other, made, code, stderr, want)
 			}
 		}
 	}
 }
+
+// article names a command's job as package resume does: "a visit".
+func article(kind string) string { return "a " + kind }

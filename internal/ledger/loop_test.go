@@ -1,4 +1,4 @@
-package resume_test
+package ledger_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/seed32e55400/retries/resume"
+	"github.com/seed32e55400/retries/internal/ledger"
 )
 
 // TestLoop, in fake time: a Loop commits every Every; a value on Asked
@@ -23,7 +23,7 @@ func TestLoop(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error)
 		go func() {
-			done <- resume.Loop{Every: time.Second, Group: 10 * time.Millisecond, Asked: asked, Commit: func(context.Context) error {
+			done <- ledger.Loop{Every: time.Second, Group: 10 * time.Millisecond, Asked: asked, Commit: func(context.Context) error {
 				at = append(at, time.Since(start))
 				if len(at) == 2 {
 					return boom
