@@ -86,10 +86,14 @@ var (
 // is called from one goroutine at a time, never concurrently, with the
 // operations on each document in the order ops yielded them, and never
 // with a lock of the Client held, so it may call any of its methods; the
-// feed waits while it runs. An element that ops
-// yields with an *OperationError, or an error of its own, is handed to
-// done and the reading goes on; an *InputError (broken input) ends the
-// reading. An iterator that wants the feed to end stops yielding.
+// feed waits while it runs. An operation written to Config.Failed or
+// Config.Unknown is written there before done is called for it, on the
+// same goroutine: a caller that keeps a checkpoint (package resume) can
+// take the files' sizes in done as covering every operation done so far.
+// An element that ops yields with an *OperationError, or an error of its
+// own, is handed to done and the reading goes on; an *InputError (broken
+// input) ends the reading. An iterator that wants the feed to end stops
+// yielding.
 //
 // When ctx ends, Feed stops reading ops (the next yield returns false),
 // sends no new request, gives the requests on the wire Config.Grace to be

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/seed32e55400/retries"
+	"github.com/seed32e55400/retries/internal/jsontext"
+	"github.com/seed32e55400/retries/internal/updates"
 )
 
 // Kind is what a feed operation does to its document.
@@ -172,7 +174,8 @@ func parseOp(obj []byte, line int) (*operation, error) {
 	op.condition, op.create = string(t.condition), t.create
 	op.safe = true
 	if op.kind == Update {
-		op.safe = len(t.condition) == 0 && !repeatChanges(t.fields)
+		repeats, _ := updates.Repeats(t.fields) // an update it cannot read repeats
+		op.safe = len(t.condition) == 0 && !repeats
 	}
 	return op, nil
 }
@@ -184,12 +187,12 @@ func readMembers(obj []byte) (opText, error) {
 	if !utf8.Valid(obj) {
 		return t, errors.New("invalid UTF-8")
 	}
-	for m := newMembers(obj); ; {
-		rawKey, value, ok := m.next()
+	for m := jsontext.NewMembers(obj); ; {
+		rawKey, value, ok := m.Next()
 		if !ok {
 			return t, nil
 		}
-		key, err := unquote(rawKey)
+		key, err := jsontext.Unquote(rawKey)
 		if err != nil {
 			return t, fmt.Errorf("key %s: %v", rawKey, err)
 		}
@@ -206,7 +209,7 @@ func readMembers(obj []byte) (opText, error) {
 			if value[0] != '"' {
 				return t, fmt.Errorf("%q is not a string", key)
 			}
-			s, err := unquote(value)
+			s, err := jsontext.Unquote(value)
 			if err != nil {
 				return t, fmt.Errorf("%q: %v", key, err)
 			}
@@ -244,55 +247,6 @@ func unknownKey(key []byte) error {
 		}
 	}
 	return fmt.Errorf("unknown key %q", key)
-}
-
-// unsafeUpdates are the update operations whose effect depends on the
-// document's current value, so that applying one twice differs from
-// applying it once: arithmetic, appending to an array, and tensor "modify"
-// (which may add or multiply cells).
-var unsafeUpdates = map[string]bool{
-	"increment": true, "decrement": true, "multiply": true, "divide": true,
-	"add": true, "modify": true,
-}
-
-// repeatChanges reports whether an update's fields, a well-formed object,
-// hold an operation that changes the document again when repeated.
-// Anything it cannot read counts as such.
-func repeatChanges(fields []byte) bool {
-	for byField := newMembers(fields); ; {
-		_, f, ok := byField.next()
-		if !ok {
-			return false
-		}
-		if f[0] != '{' {
-			return true
-		}
-		for ops := newMembers(f); ; {
-			rawName, arg, ok := ops.next()
-			if !ok {
-				break
-			}
-			name, err := unquote(rawName)
-			if err != nil || unsafeUpdates[string(name)] {
-				return true
-			}
-			if string(name) != "match" { // {"match": {"element": k, "increment": 1}}
-				continue
-			}
-			if arg[0] != '{' {
-				return true
-			}
-			for m := newMembers(arg); ; {
-				rawK, _, ok := m.next()
-				if !ok {
-					break
-				}
-				if k, err := unquote(rawK); err != nil || unsafeUpdates[string(k)] {
-					return true
-				}
-			}
-		}
-	}
 }
 
 // documentPath maps a document id to its document/v1 path, each part

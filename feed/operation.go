@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"iter"
+
+	"github.com/seed32e55400/retries/internal/updates"
 )
 
 // Operation is one operation of a feed: a put, an update or a remove of
@@ -30,6 +32,22 @@ type Operation struct {
 	Tag any
 
 	read *operation // what Read parsed, reused while the fields above still say the same
+}
+
+// SafeToRepeat reports whether applying o twice is as applying it once,
+// so that a request of it that may have been applied can be sent again: a
+// put and a remove are; an update is when it has no condition and each of
+// its field operations only assigns or removes (a match by its own
+// operation), the rule by which visit.SafeToRepeat judges an update of
+// every document a selection matches. An operation not safe to repeat is
+// never sent again once a request of it may have been applied: a Feed or a
+// Send ends it with an unknown outcome instead (Error.Unknown).
+func (o Operation) SafeToRepeat() bool {
+	if o.Kind != Update {
+		return true
+	}
+	repeats, _ := updates.Repeats(o.Fields)
+	return o.Condition == "" && !repeats
 }
 
 // Read returns the operations of the feed r holds, in Vespa's feed format,

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seed32e55400/retries/internal/updates"
 )
 
 // Process is what the server does to each document a visit selects, as it
@@ -19,10 +21,10 @@ import (
 // A request that fails (a 500, a 504 with no bucket visited, a cut
 // connection, a 429, a 503) has processed part of its chunk, or none, and
 // says nothing of where: it is asked again from the slice's last token, as
-// a page of a visit is. A delete, and an update that only assigns, are
-// safe to apply twice. An update that is not (an increment, a decrement,
-// a multiplication, a division, an add or a remove in a collection) would
-// be applied twice to the documents the failed request had reached, so
+// a page of a visit is. A delete, and an update that only assigns or
+// removes, are safe to apply twice (SafeToRepeat). An update that is not
+// (an increment, a decrement, a multiplication, a division, an add to a
+// collection, a tensor's modify) would be applied twice to the documents the failed request had reached, so
 // New refuses it without a Marker: with one, each document updated is
 // marked with Run, and the visit selects only documents not so marked,
 // which a request asked again, or a run resumed, skips.
@@ -49,36 +51,26 @@ type Process struct {
 
 // ErrUnsafeUpdate is why New refuses a Process whose update is not safe to
 // apply twice without a Marker.
-var ErrUnsafeUpdate = errors.New("visit: the update is not safe to apply twice (an increment, a decrement, a multiplication, a division, an add or a remove): give it a marker field")
+var ErrUnsafeUpdate = errors.New("visit: the update is not safe to apply twice (an increment, a decrement, a multiplication, a division, an add or a modify): give it a marker field")
 
 // SafeToRepeat reports whether update (an object with "fields") only
-// assigns, so that applying it twice to a document is as once; an error
-// says why update is not an update (not an object with "fields", or an
-// operation Vespa does not have).
+// assigns or removes (a match by its own operation), so that applying it
+// twice to a document is as once: the rule by which feed.Operation's
+// SafeToRepeat judges an update of a feed. An error says why update is not
+// an update (not an object with "fields", or an operation Vespa does not
+// have).
 func SafeToRepeat(update json.RawMessage) (bool, error) {
 	var u struct {
-		Fields map[string]json.RawMessage `json:"fields"`
+		Fields json.RawMessage `json:"fields"`
 	}
 	if err := json.Unmarshal(update, &u); err != nil || u.Fields == nil {
 		return false, fmt.Errorf(`visit: the update is not a JSON object with "fields": %s`, firstLine(update))
 	}
-	safe := true
-	for name, f := range u.Fields {
-		var ops map[string]json.RawMessage
-		if err := json.Unmarshal(f, &ops); err != nil || len(ops) == 0 {
-			return false, fmt.Errorf("visit: the update of field %q is not an object of operations (such as {\"assign\": …})", name)
-		}
-		for op := range ops {
-			switch op {
-			case "assign":
-			case "add", "remove", "increment", "decrement", "multiply", "divide", "match", "modify":
-				safe = false
-			default:
-				return false, fmt.Errorf("visit: the update of field %q: %q is not an update operation (assign, add, remove, increment, decrement, multiply, divide, match, modify)", name, op)
-			}
-		}
+	repeats, err := updates.Repeats(u.Fields)
+	if err != nil {
+		return false, fmt.Errorf("visit: %v", err)
 	}
-	return safe, nil
+	return !repeats, nil
 }
 
 // firstLine returns the start of b, for a message.

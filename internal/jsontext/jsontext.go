@@ -1,4 +1,8 @@
-package feed
+// Package jsontext reads JSON text already known to be well formed: the
+// members of an object, and strings decoded strictly. Nothing here checks
+// syntax again. Package feed reads its input with it (after its own
+// scanner has checked the syntax), and package updates the updates.
+package jsontext
 
 import (
 	"errors"
@@ -6,23 +10,20 @@ import (
 	"unicode/utf8"
 )
 
-// This file reads JSON text that objectScanner has found well formed: the
-// members of an object, and strings decoded strictly. Nothing here checks
-// syntax again.
-
-// members iterates over the members of a well-formed JSON object.
-type members struct {
+// Members iterates over the members of a well-formed JSON object.
+type Members struct {
 	data []byte
 	pos  int
 }
 
-func newMembers(obj []byte) members {
-	return members{data: obj, pos: skipSpace(obj, 0) + 1} // past '{'
+// NewMembers returns the members of obj, a well-formed JSON object.
+func NewMembers(obj []byte) Members {
+	return Members{data: obj, pos: skipSpace(obj, 0) + 1} // past '{'
 }
 
-// next returns the next member's key (quoted, as written) and value, or
+// Next returns the next member's key (quoted, as written) and value, or
 // ok false after the last.
-func (m *members) next() (key, value []byte, ok bool) {
+func (m *Members) Next() (key, value []byte, ok bool) {
 	i := skipSpace(m.data, m.pos)
 	if i >= len(m.data) || m.data[i] == '}' {
 		return nil, nil, false
@@ -99,12 +100,12 @@ func skipString(data []byte, i int) int {
 
 var errLoneSurrogate = errors.New(`a lone UTF-16 surrogate escape ("\uD800" to "\uDFFF" without its pair)`)
 
-// unquote decodes the well-formed JSON string s, quotes included. It
+// Unquote decodes the well-formed JSON string s, quotes included. It
 // returns s's own bytes when there is nothing to decode, so a key can be
 // compared without a copy. A \u escape of half a surrogate pair without
 // the other half is an error, as it is not a Unicode character; invalid
 // UTF-8 is left to the caller.
-func unquote(s []byte) ([]byte, error) {
+func Unquote(s []byte) ([]byte, error) {
 	s = s[1 : len(s)-1]
 	i := 0
 	for i < len(s) && s[i] != '\\' {
