@@ -21,12 +21,12 @@ func (noTimeLeft) Error() string   { return ErrNoTimeLeft.Error() }
 func (noTimeLeft) Unwrap() []error { return []error{ErrNoTimeLeft, context.DeadlineExceeded} }
 
 // timeout returns the timeout to send with a request made at now under a
-// deadline (if hasDeadline): what is left of it less margin, so that the
-// container gives up, and answers, before the caller does. Without a
+// deadline (the zero time: none): what is left of it less margin, so that
+// the container gives up, and answers, before the caller does. Without a
 // deadline it returns 0 (Vespa's default, 0.5 s, applies). It returns an
 // error matching ErrNoTimeLeft when nothing would be left.
-func timeout(deadline time.Time, hasDeadline bool, now time.Time, margin time.Duration) (time.Duration, error) {
-	if !hasDeadline {
+func timeout(deadline, now time.Time, margin time.Duration) (time.Duration, error) {
+	if deadline.IsZero() {
 		return 0, nil
 	}
 	left := deadline.Sub(now) - margin

@@ -313,9 +313,9 @@ func New(cfg Config) (*Client, error) {
 func (c *Client) Search(ctx context.Context, q Query) (*Result, error) {
 	r := &route{c: c, first: int(c.next.Add(1) - 1)}
 	r.next = r.first
-	deadline, hasDeadline := ctx.Deadline()
+	deadline, _ := ctx.Deadline() // zero: none
 	p := c.policy
-	if hasDeadline {
+	if !deadline.IsZero() {
 		p = p.Copy(retries.WithStop(retries.StopAny(p.Stop(), retries.StopIf(func(s retries.State) bool {
 			// At the retry: what is left must hold a query (the median
 			// round trip) and the margin.
@@ -326,7 +326,7 @@ func (c *Client) Search(ctx context.Context, q Query) (*Result, error) {
 	c.stats.queries.Add(1)
 	var lastErr error
 	res, err := retries.DoValue(ctx, p, func(ctx context.Context) (*Result, error) {
-		r, err := c.attempt(ctx, q, r, deadline, hasDeadline)
+		r, err := c.attempt(ctx, q, r, deadline)
 		if errors.Is(err, errAllBusy) && lastErr != nil {
 			return nil, retries.Permanent(lastErr) // no retry into overload: the last answer stands
 		}
@@ -459,101 +459,44 @@ func (r *route) unsent(kind int) {
 // An answer that asking again cannot change ends the attempt at once; one
 // that it can (a 503, say) waits for the other request, if any. A request
 // that an open breaker refused goes to another endpoint at once, neither
-// counted nor paid for.
-func (c *Client) attempt(ctx context.Context, q Query, r *route, deadline time.Time, hasDeadline bool) (*Result, error) {
+// counted nor paid for. The policy around it (Search) asks again.
+func (c *Client) attempt(ctx context.Context, q Query, r *route, deadline time.Time) (*Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	type answer struct {
-		res  *Result
-		err  error
-		i    int // the endpoint
-		kind int
-	}
-	answers := make(chan answer, 3)
-	launch := func(kind int) bool {
-		i, ok := r.pick(kind)
-		if !ok {
-			return false
-		}
-		spare := r.requests%2 == 0 // with one URL, every other request on the spare connections
-		go func() {
-			r, err := c.send(ctx, i, q, deadline, hasDeadline, spare)
-			answers <- answer{r, err, i, kind}
-		}()
-		return true
-	}
+	h := &race{c: c, ctx: ctx, q: q, r: r, deadline: deadline, answers: make(chan reply, 3)}
 	kind := retry
 	if r.requests == 0 {
 		kind = firstRequest
 	}
-	if !launch(kind) {
+	if !h.launch(kind) {
 		return nil, errAllBusy
 	}
-	pending := 1
 	var hedgeAt <-chan time.Time
 	if d, ok := c.lat.get(); ok && !c.cfg.NoHedge {
 		t := time.NewTimer(d)
 		defer t.Stop()
 		hedgeAt = t.C
 	}
-	var last answer
-	for pending > 0 {
+	var last reply
+	for h.pending > 0 {
 		select {
 		case <-hedgeAt:
 			hedgeAt = nil
-			if !c.mayHedge(deadline, hasDeadline) {
-				continue
-			}
-			if !c.cfg.Budget.Spend() {
-				c.stats.refused.Add(1)
-				continue
-			}
-			if launch(hedge) {
-				c.stats.hedges.Add(1)
-				pending++
-			} else {
-				c.cfg.Budget.Deposit() // no endpoint to hedge to
-			}
-		case a := <-answers:
-			pending--
-			hedged := a.kind == hedge
-			if a.err == nil {
-				if hedged {
-					c.stats.hedgesWon.Add(1)
-				}
-				a.res.Endpoint, a.res.Hedged = c.eps[a.i].name, hedged
-				return a.res, nil
-			}
-			if errors.Is(a.err, retries.ErrBreakerOpen) {
-				r.unsent(a.kind)
-				if hedged {
-					c.stats.hedges.Add(-1)
-				}
-				if !hedged && pending == 0 && launch(redirected) {
-					pending++
-					continue
-				}
-				if last.err == nil {
+			h.hedge()
+		case a := <-h.answers:
+			h.pending--
+			switch {
+			case a.err == nil:
+				return c.won(a), nil
+			case errors.Is(a.err, retries.ErrBreakerOpen):
+				if !h.refused(a) && last.err == nil {
 					a.err = errEveryDown
 					last = a
 				}
 				continue
 			}
-			var se *StatusError
-			if errors.As(a.err, &se) {
-				se.Endpoint = c.eps[a.i].name
-				se.down = se.Status >= 500 && !neutral.Match(nil, a.err) && !c.eps[a.i].up() // a failure of the endpoint, as its breaker counts them
-				if busy(se.Status) {
-					c.noHedging.Store(time.Now().Add(hedgePause).UnixNano())
-					c.avoidFor(a.i, hedgePause)
-				}
-			} else if ef := (*endpointFault)(nil); errors.As(a.err, &ef) {
-				ef.down = !c.eps[a.i].up() // a probe's: the query goes to another endpoint
-				c.avoidFor(a.i, hedgePause)
-			} else if retries.IsConnectionError(a.err) || errors.Is(a.err, errNoAnswer) {
-				c.avoidFor(a.i, hedgePause)
-			}
-			if hedged && errors.Is(a.err, ErrNoTimeLeft) {
+			c.learn(a)
+			if a.kind == hedge && errors.Is(a.err, ErrNoTimeLeft) {
 				continue // the hedge found no time left to go: the first request stands
 			}
 			if last.err == nil || !errors.Is(a.err, context.Canceled) {
@@ -568,6 +511,105 @@ func (c *Client) attempt(ctx context.Context, q Query, r *route, deadline time.T
 	return nil, last.err
 }
 
+// reply is what came of one request of an attempt: a result or an error,
+// from endpoint i, sent as kind (firstRequest, retry, hedge, redirected).
+type reply struct {
+	res  *Result
+	err  error
+	i    int
+	kind int
+}
+
+// race is one attempt's requests: the first, a hedge, and a request
+// redirected from an endpoint whose breaker refused it. It lives on the
+// attempt's goroutine; each request answers on answers.
+type race struct {
+	c        *Client
+	ctx      context.Context
+	q        Query
+	r        *route
+	deadline time.Time
+	answers  chan reply
+	pending  int // requests sent and not yet answered
+}
+
+// launch sends a request of kind to the endpoint the route picks, and
+// reports whether one could go.
+func (h *race) launch(kind int) bool {
+	i, ok := h.r.pick(kind)
+	if !ok {
+		return false
+	}
+	h.pending++
+	spare := h.r.requests%2 == 0 // with one URL, every other request on the spare connections
+	go func() {
+		res, err := h.c.send(h.ctx, i, h.q, h.deadline, spare)
+		h.answers <- reply{res, err, i, kind}
+	}()
+	return true
+}
+
+// hedge sends a hedge, if it may go now and the budget pays for it.
+func (h *race) hedge() {
+	c := h.c
+	if !c.mayHedge(h.deadline) {
+		return
+	}
+	if !c.cfg.Budget.Spend() {
+		c.stats.refused.Add(1)
+		return
+	}
+	if h.launch(hedge) {
+		c.stats.hedges.Add(1)
+	} else {
+		c.cfg.Budget.Deposit() // no endpoint to hedge to
+	}
+}
+
+// refused uncounts a request that its endpoint's breaker refused, and
+// sends the attempt's first request to another endpoint when it was the
+// only one pending: it reports whether one went.
+func (h *race) refused(a reply) bool {
+	h.r.unsent(a.kind)
+	if a.kind == hedge {
+		h.c.stats.hedges.Add(-1)
+		return false
+	}
+	return h.pending == 0 && h.launch(redirected)
+}
+
+// won returns the winning answer's result, with its endpoint.
+func (c *Client) won(a reply) *Result {
+	if a.kind == hedge {
+		c.stats.hedgesWon.Add(1)
+	}
+	a.res.Endpoint, a.res.Hedged = c.eps[a.i].name, a.kind == hedge
+	return a.res
+}
+
+// learn takes what a failed answer says of its endpoint: its name and
+// whether it is down on the error, and, for an overload (503, 429), a
+// probe's fault, a refused connection or no answer, the endpoint avoided
+// for a while (and hedging paused, for an overload).
+func (c *Client) learn(a reply) {
+	var se *StatusError
+	var ef *endpointFault
+	switch {
+	case errors.As(a.err, &se):
+		se.Endpoint = c.eps[a.i].name
+		se.down = se.Status >= 500 && !neutral.Match(nil, a.err) && !c.eps[a.i].up() // a failure of the endpoint, as its breaker counts them
+		if busy(se.Status) {
+			c.noHedging.Store(time.Now().Add(hedgePause).UnixNano())
+			c.avoidFor(a.i, hedgePause)
+		}
+	case errors.As(a.err, &ef):
+		ef.down = !c.eps[a.i].up() // a probe's: the query goes to another endpoint
+		c.avoidFor(a.i, hedgePause)
+	case retries.IsConnectionError(a.err) || errors.Is(a.err, errNoAnswer):
+		c.avoidFor(a.i, hedgePause)
+	}
+}
+
 // margin is the time kept between a request's timeout and the deadline,
 // for a request sent at now.
 func (c *Client) margin(deadline, now time.Time) time.Duration {
@@ -576,12 +618,12 @@ func (c *Client) margin(deadline, now time.Time) time.Duration {
 
 // mayHedge reports whether a hedge may go now: hedging is not paused, and
 // the deadline leaves time for it.
-func (c *Client) mayHedge(deadline time.Time, hasDeadline bool) bool {
+func (c *Client) mayHedge(deadline time.Time) bool {
 	now := time.Now()
 	if now.UnixNano() < c.noHedging.Load() {
 		return false
 	}
-	_, err := timeout(deadline, hasDeadline, now, c.margin(deadline, now))
+	_, err := timeout(deadline, now, c.margin(deadline, now))
 	return err == nil
 }
 
@@ -641,7 +683,7 @@ func busy(status int) bool {
 // outcome neutral); the request's own timer (ask), set to the same
 // deadline, does, and a container that had not answered by then failed.
 // A cancel (a hedge won, the caller gave up) ends it at once, neutral.
-func (c *Client) send(ctx context.Context, i int, q Query, deadline time.Time, hasDeadline, spare bool) (*Result, error) {
+func (c *Client) send(ctx context.Context, i int, q Query, deadline time.Time, spare bool) (*Result, error) {
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	defer context.AfterFunc(ctx, func() {
@@ -649,15 +691,15 @@ func (c *Client) send(ctx context.Context, i int, q Query, deadline time.Time, h
 			cancel()
 		}
 	})()
-	return c.eps[i].do(bctx, func(ctx context.Context) (*Result, error) { return c.ask(ctx, i, q, deadline, hasDeadline, spare) })
+	return c.eps[i].do(bctx, func(ctx context.Context) (*Result, error) { return c.ask(ctx, i, q, deadline, spare) })
 }
 
 // ask makes one request of q to endpoint i, with what is left of the
 // deadline as the query's timeout, on the spare connections if spare.
-func (c *Client) ask(ctx context.Context, i int, q Query, deadline time.Time, hasDeadline, spare bool) (*Result, error) {
+func (c *Client) ask(ctx context.Context, i int, q Query, deadline time.Time, spare bool) (*Result, error) {
 	endpoint := c.eps[i].url
 	start := time.Now()
-	t, err := timeout(deadline, hasDeadline, start, c.margin(deadline, start))
+	t, err := timeout(deadline, start, c.margin(deadline, start))
 	if err != nil {
 		return nil, retries.Permanent(err)
 	}
@@ -670,7 +712,7 @@ func (c *Client) ask(ctx context.Context, i int, q Query, deadline time.Time, ha
 	// past its timeout and a second, it is not answering, which its
 	// breaker counts.
 	wait := queryTimeout(q) + time.Second
-	if hasDeadline {
+	if !deadline.IsZero() {
 		wait = deadline.Sub(start)
 	}
 	rctx, stop := context.WithTimeoutCause(ctx, wait, errNoAnswer)
