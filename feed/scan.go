@@ -375,28 +375,8 @@ func (s *objectScanner) scan() error {
 		c := s.win[s.pos]
 		switch s.state {
 		case stString:
-			// The common case: plain characters up to the closing quote.
-			i := s.pos
-			for ; i < s.end; i++ {
-				if c = s.win[i]; c < 0x20 || c == '"' || c == '\\' {
-					break
-				}
-			}
-			if s.pos = i; i == s.end {
-				return nil
-			}
-			switch {
-			case c == '"':
-				s.state = stCommaOrClose
-				if s.inKey {
-					s.state = stColon
-				}
-			case c == '\\':
-				s.state = stEscape
-			case c == '\n':
-				return s.syntax("a line break inside a string")
-			default:
-				return s.syntax(fmt.Sprintf("control character %#02x inside a string", c))
+			if done, err := s.stringRun(); !done || err != nil {
+				return err
 			}
 		case stEscape:
 			switch c {
@@ -442,6 +422,36 @@ func (s *objectScanner) scan() error {
 	return nil
 }
 
+// stringRun reads a string's plain characters up to the closing quote, a
+// backslash or the window's end, and takes the character it stopped at:
+// done is false when the window ended first.
+func (s *objectScanner) stringRun() (done bool, err error) {
+	i := s.pos
+	var c byte
+	for ; i < s.end; i++ {
+		if c = s.win[i]; c < 0x20 || c == '"' || c == '\\' {
+			break
+		}
+	}
+	if s.pos = i; i == s.end {
+		return false, nil
+	}
+	switch {
+	case c == '"':
+		s.state = stCommaOrClose
+		if s.inKey {
+			s.state = stColon
+		}
+	case c == '\\':
+		s.state = stEscape
+	case c == '\n':
+		return true, s.syntax("a line break inside a string")
+	default:
+		return true, s.syntax(fmt.Sprintf("control character %#02x inside a string", c))
+	}
+	return true, nil
+}
+
 // structural handles c in a state between tokens, advancing pos past it:
 // one case per token that may come there, as the grammar has it.
 func (s *objectScanner) structural(c byte) error {
@@ -471,24 +481,33 @@ func (s *objectScanner) structural(c byte) error {
 		}
 		return s.syntax(fmt.Sprintf("%s where an object key should start", quoteChar(c)))
 	case stCommaOrClose:
-		top := s.stack[len(s.stack)-1]
-		switch {
-		case c == ',' && top == '{':
-			s.state = stKey
-			return nil
-		case c == ',':
-			s.state = stValue
-			return nil
-		case c == '}' && top == '{', c == ']' && top == '[':
-			return s.close()
-		}
-		want := "',' or '}'"
-		if top == '[' {
-			want = "',' or ']'"
-		}
-		return s.syntax(fmt.Sprintf("%s after a value: want %s", quoteChar(c), want))
+		return s.afterValue(c)
 	}
-	// stValue or stValueOrClose: a value starts.
+	return s.valueStart(c) // stValue or stValueOrClose
+}
+
+// afterValue handles c after a value: a comma or the container's close.
+func (s *objectScanner) afterValue(c byte) error {
+	top := s.stack[len(s.stack)-1]
+	switch {
+	case c == ',' && top == '{':
+		s.state = stKey
+		return nil
+	case c == ',':
+		s.state = stValue
+		return nil
+	case c == '}' && top == '{', c == ']' && top == '[':
+		return s.close()
+	}
+	want := "',' or '}'"
+	if top == '[' {
+		want = "',' or ']'"
+	}
+	return s.syntax(fmt.Sprintf("%s after a value: want %s", quoteChar(c), want))
+}
+
+// valueStart handles c where a value starts (or, in an array, its close).
+func (s *objectScanner) valueStart(c byte) error {
 	s.inKey = false
 	switch {
 	case c == ']' && s.state == stValueOrClose:
