@@ -226,14 +226,7 @@ type streamLine struct {
 // the slice is done only once a stream that ended well said so.
 func (c *Client) readStream(body io.Reader, s *slice, emit func([]Document, mark) bool) error {
 	br := bufio.NewReaderSize(body, 64<<10)
-	var batch []Document
-	moved, ended, done := false, false, false
-	var failure string
-	flush := func() bool {
-		ok := emit(batch, s.mark())
-		batch, moved = nil, false
-		return ok
-	}
+	st := &stream{c: c, s: s, emit: emit}
 	var long []byte
 	for {
 		line, err := br.ReadSlice('\n')
@@ -250,58 +243,87 @@ func (c *Client) readStream(body io.Reader, s *slice, emit func([]Document, mark
 				if err == nil {
 					return fmt.Errorf("visit: a stream line that is not JSON: %v", jerr)
 				}
-				line = nil // the last line, cut short
-			}
-			switch {
-			case line == nil:
-			case l.Put != "":
-				if s.read(l.Put) {
-					batch = append(batch, Document{ID: l.Put, Fields: l.Fields})
-					c.counts.documents.Add(1)
-					s.progressed()
-				} else {
-					c.counts.dropped.Add(1)
-				}
-				moved = true
-				if len(batch) >= c.cfg.WantedDocumentCount && !flush() {
-					return errStopped
-				}
-			case l.Continuation != nil && failure != "": // a failed session's: it moves nothing
-			case l.Continuation != nil && l.Continuation.Token == "":
-				done = true // once the stream ends well
-			case l.Continuation != nil:
-				if l.Continuation.Token != s.token {
-					s.tokenRead(l.Continuation.Token)
-					s.progressed()
-				}
-				if !flush() {
-					return errStopped
-				}
-			case l.SessionStats != nil:
-				ended = true
-			case l.Message != nil && strings.EqualFold(l.Message.Severity, "error"):
-				failure = l.Message.Text
+				// the last line, cut short: the end says what came of it
+			} else if !st.take(&l) {
+				return errStopped
 			}
 		}
 		if err != nil {
-			if moved && !flush() {
-				return errStopped
-			}
-			switch {
-			case failure != "":
-				return fmt.Errorf("visit: the server failed the stream: %s", c.secrets.Redact(failure))
-			case !errors.Is(err, io.EOF):
-				return fmt.Errorf("%w: %w", errCut, err)
-			case !ended:
-				return errCut
-			case done:
-				s.tokenRead("")
-				s.progressed()
-				if !flush() {
-					return errStopped
-				}
-			}
-			return nil
+			return st.end(err)
 		}
 	}
+}
+
+// stream is what readStream has read of one response: the documents not
+// yet handed out, and what the stream said of itself.
+type stream struct {
+	c       *Client
+	s       *slice
+	emit    func([]Document, mark) bool
+	batch   []Document
+	moved   bool   // documents read since the last hand-out
+	ended   bool   // the session's stats came
+	done    bool   // the epilogue said the slice is done
+	failure string // the server's error message, if it sent one
+}
+
+// flush hands out the batch with the slice's mark; false: stop.
+func (st *stream) flush() bool {
+	ok := st.emit(st.batch, st.s.mark())
+	st.batch, st.moved = nil, false
+	return ok
+}
+
+// take takes one line of the stream; false: the caller stopped the visit.
+func (st *stream) take(l *streamLine) bool {
+	c, s := st.c, st.s
+	switch {
+	case l.Put != "":
+		if s.read(l.Put) {
+			st.batch = append(st.batch, Document{ID: l.Put, Fields: l.Fields})
+			c.counts.documents.Add(1)
+			s.progressed()
+		} else {
+			c.counts.dropped.Add(1)
+		}
+		st.moved = true
+		return len(st.batch) < c.cfg.WantedDocumentCount || st.flush()
+	case l.Continuation != nil && st.failure != "": // a failed session's: it moves nothing
+	case l.Continuation != nil && l.Continuation.Token == "":
+		st.done = true // once the stream ends well
+	case l.Continuation != nil:
+		if l.Continuation.Token != s.token {
+			s.tokenRead(l.Continuation.Token)
+			s.progressed()
+		}
+		return st.flush()
+	case l.SessionStats != nil:
+		st.ended = true
+	case l.Message != nil && strings.EqualFold(l.Message.Severity, "error"):
+		st.failure = l.Message.Text
+	}
+	return true
+}
+
+// end says how the stream ended, with err from its last read: the
+// documents read handed out, the slice done if it said so and ended well.
+func (st *stream) end(err error) error {
+	if st.moved && !st.flush() {
+		return errStopped
+	}
+	switch {
+	case st.failure != "":
+		return fmt.Errorf("visit: the server failed the stream: %s", st.c.secrets.Redact(st.failure))
+	case !errors.Is(err, io.EOF):
+		return fmt.Errorf("%w: %w", errCut, err)
+	case !st.ended:
+		return errCut
+	case st.done:
+		st.s.tokenRead("")
+		st.s.progressed()
+		if !st.flush() {
+			return errStopped
+		}
+	}
+	return nil
 }
