@@ -13,6 +13,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -148,36 +149,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	n := s.requests
 	s.requests++
 	s.mu.Unlock()
-	cut, failAfterPart := -1, 0
-	if s.fault != nil {
-		switch code := s.fault(r, n); {
-		case code <= partBase:
-			failAfterPart = partBase - code
-		case code <= cutBase:
-			cut = cutBase - code
-		case code == Reset:
-			if hj, ok := w.(http.Hijacker); ok {
-				if conn, _, err := hj.Hijack(); err == nil {
-					_ = conn.Close()
-					return
-				}
-			}
-			w.WriteHeader(http.StatusBadGateway)
-			return
-		case code != 0:
-			writeJSON(w, code, map[string]any{"message": fmt.Sprintf("fault %d", code)})
-			return
-		}
-	}
-	s.mu.Lock()
-	if s.MaxVisits > 0 && s.visiting >= s.MaxVisits {
-		s.refused++
-		s.mu.Unlock()
-		writeJSON(w, http.StatusTooManyRequests, map[string]any{"message": "too many visitors"})
+	cut, failAfterPart, answered := s.injectFault(w, r, n)
+	if answered || !s.admit(w) {
 		return
 	}
-	s.visiting++
-	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		s.visiting--
@@ -196,13 +171,80 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"message": fmt.Sprintf("Your Vespa deployment has no content cluster '%s', only '%s'", c, s.Cluster)})
 		return
 	}
-	slices, id := atoi(q.Get("slices"), 1), atoi(q.Get("sliceId"), 0)
-	wanted := atoi(q.Get("wantedDocumentCount"), 1)
-	if slices < 1 || id < 0 || id >= slices {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"message": "bad slices or sliceId"})
+	buckets, next, token, ok := s.slicing(w, q)
+	if !ok {
 		return
 	}
-	next := 0 // the index of the next bucket among the slice's
+	if process {
+		s.process(w, r, buckets, next, token, cut, failAfterPart)
+		return
+	}
+	match := func(map[string]any) bool { return true }
+	if sel := q.Get("selection"); sel != "" {
+		if match, ok = matcher(sel); !ok {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"message": fmt.Sprintf("Could not parse document selection %q", sel)})
+			return
+		}
+	}
+	wanted := atoi(q.Get("wantedDocumentCount"), 1)
+	if s.Streams && q.Get("stream") == "true" && strings.Contains(r.Header.Get("Accept"), "application/jsonl") {
+		s.stream(w, buckets, next, wanted, token, cut, match)
+		return
+	}
+	s.page(w, buckets, next, wanted, token, cut, match)
+}
+
+// injectFault applies the fault function to request n: a cut or a
+// failure after part of a chunk to come, or an answer given at once
+// (answered), a reset connection included.
+func (s *Server) injectFault(w http.ResponseWriter, r *http.Request, n int) (cut, failAfterPart int, answered bool) {
+	cut = -1
+	if s.fault == nil {
+		return cut, 0, false
+	}
+	switch code := s.fault(r, n); {
+	case code <= partBase:
+		failAfterPart = partBase - code
+	case code <= cutBase:
+		cut = cutBase - code
+	case code == Reset:
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				_ = conn.Close()
+				return cut, 0, true
+			}
+		}
+		w.WriteHeader(http.StatusBadGateway)
+		return cut, 0, true
+	case code != 0:
+		writeJSON(w, code, map[string]any{"message": fmt.Sprintf("fault %d", code)})
+		return cut, 0, true
+	}
+	return cut, failAfterPart, false
+}
+
+// admit counts a visitor in, or answers 429 past MaxVisits at once.
+func (s *Server) admit(w http.ResponseWriter) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.MaxVisits > 0 && s.visiting >= s.MaxVisits {
+		s.refused++
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{"message": "too many visitors"})
+		return false
+	}
+	s.visiting++
+	return true
+}
+
+// slicing reads the request's slice and continuation: the slice's buckets,
+// the index of the next among them, and the token of an index; it answers
+// 400 to a bad slicing or a token of another (ok false).
+func (s *Server) slicing(w http.ResponseWriter, q url.Values) (buckets []int, next int, token func(int) string, ok bool) {
+	slices, id := atoi(q.Get("slices"), 1), atoi(q.Get("sliceId"), 0)
+	if slices < 1 || id < 0 || id >= slices {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"message": "bad slices or sliceId"})
+		return nil, 0, nil, false
+	}
 	if tok := q.Get("continuation"); tok != "" {
 		b, err := base64.RawURLEncoding.DecodeString(tok)
 		var ts, ti int
@@ -211,35 +253,25 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		if err != nil || ts != slices || ti != id {
 			writeJSON(w, http.StatusBadRequest, map[string]any{"message": "continuation token not valid for this slicing"})
-			return
+			return nil, 0, nil, false
 		}
 	}
-	var buckets []int // the slice's buckets, in order
 	for b := id; b < s.Buckets; b += slices {
 		buckets = append(buckets, b)
 	}
-	token := func(next int) string {
+	token = func(next int) string {
 		if next == len(buckets) {
 			return ""
 		}
 		return base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf("%d:%d:%d", slices, id, next)))
 	}
-	if process {
-		s.process(w, r, buckets, next, token, cut, failAfterPart)
-		return
-	}
-	match := func(map[string]any) bool { return true }
-	if sel := q.Get("selection"); sel != "" {
-		var ok bool
-		if match, ok = matcher(sel); !ok {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"message": fmt.Sprintf("Could not parse document selection %q", sel)})
-			return
-		}
-	}
-	if s.Streams && q.Get("stream") == "true" && strings.Contains(r.Header.Get("Accept"), "application/jsonl") {
-		s.stream(w, buckets, next, wanted, token, cut, match)
-		return
-	}
+	return buckets, next, token, true
+}
+
+// page answers a visit of a page: the matching documents of the buckets
+// from next on, until wanted are found, and the token after them; cut at
+// byte cut (if not negative) and the connection aborted.
+func (s *Server) page(w http.ResponseWriter, buckets []int, next, wanted int, token func(int) string, cut int, match func(map[string]any) bool) {
 	var docs []map[string]any
 	var served []int
 	for ; next < len(buckets) && len(docs) < wanted; next++ {
