@@ -292,20 +292,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		defer r.Body.Close()
 	}
-	s.mu.Lock()
-	s.init()
-	if time.Now().Before(s.Refuse) { // on a socket: the connection is cut (in process, refused)
-		s.counts.Refused++
-		s.mu.Unlock()
-		panic(http.ErrAbortHandler)
-	}
-	if time.Now().Before(s.Unavailable) {
-		s.counts.Unavailable++
-		s.mu.Unlock()
-		fail(w, http.StatusServiceUnavailable, "", "the config server is starting")
+	if s.down(w) {
 		return
 	}
-	s.mu.Unlock()
 	p := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == "/status.html": // what the vespa CLI probes first
@@ -326,6 +315,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		fail(w, http.StatusNotFound, "NOT_FOUND", "no such path: "+r.URL.Path)
 	}
+}
+
+// down answers as a config server that is down (Refuse: the connection
+// cut; Unavailable: 503) and reports whether it was.
+func (s *Server) down(w http.ResponseWriter) bool {
+	s.mu.Lock()
+	s.init()
+	refused, unavailable := time.Now().Before(s.Refuse), time.Now().Before(s.Unavailable)
+	switch {
+	case refused:
+		s.counts.Refused++
+	case unavailable:
+		s.counts.Unavailable++
+	}
+	s.mu.Unlock()
+	switch {
+	case refused: // on a socket: the connection is cut (in process, refused)
+		panic(http.ErrAbortHandler)
+	case unavailable:
+		fail(w, http.StatusServiceUnavailable, "", "the config server is starting")
+	}
+	return unavailable
 }
 
 func fail(w http.ResponseWriter, status int, code, msg string) {
