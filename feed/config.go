@@ -3,6 +3,7 @@ package feed
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -279,4 +280,28 @@ func ParseCompression(s string) (Compression, error) {
 		return CompressGzip, nil
 	}
 	return 0, fmt.Errorf("%q: want auto, gzip or none", s)
+}
+
+// Validate returns the error New would return for c, without making a
+// Client: an endpoint that is not an http or https URL with a host, or a
+// negative BreakerWindow or BreakerFailures.
+func (c Config) Validate() error {
+	for _, raw := range c.endpoints() {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("URL %q: want http://HOST[:PORT] or https://…", raw)
+		}
+	}
+	if c.BreakerWindow < 0 || c.BreakerFailures < 0 {
+		return errors.New("BreakerWindow and BreakerFailures must not be negative")
+	}
+	return nil
+}
+
+// endpoints returns URLs, or URL alone when URLs is empty.
+func (c Config) endpoints() []string {
+	if len(c.URLs) == 0 {
+		return []string{c.URL}
+	}
+	return c.URLs
 }

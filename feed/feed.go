@@ -68,22 +68,12 @@ type Client struct {
 	testWindowWait func(ops int) // for tests: see window.onWait
 }
 
-// New returns a Client for cfg, or an error if an endpoint is not an http
-// or https URL with a host.
+// New returns a Client for cfg, or the error cfg.Validate returns.
 func New(cfg Config) (*Client, error) {
-	urls := cfg.URLs
-	if len(urls) == 0 {
-		urls = []string{cfg.URL}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	for _, raw := range urls {
-		u, err := url.Parse(raw)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("URL %q: want http://HOST[:PORT] or https://…", raw)
-		}
-	}
-	if cfg.BreakerWindow < 0 || cfg.BreakerFailures < 0 {
-		return nil, errors.New("BreakerWindow and BreakerFailures must not be negative")
-	}
+	urls := cfg.endpoints()
 	cfg = withDefaults(cfg)
 	c := &Client{cfg: cfg, out: &lockedWriter{w: cfg.Log, prefix: cmp.Or(cfg.LogPrefix, "retries feed: ")}}
 	c.opTimeouts = timeouts{timeout: cfg.Timeout, cause: errTimeout}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -187,7 +188,9 @@ func addSendFlags(fs *flag.FlagSet, f *feedFlags) {
 	fs.BoolVar(&f.dryRun, "dry-run", false, "send dryRun=true: the server parses each operation and writes nothing (a speed test of the client and network)")
 }
 
-// runFeed is the feed command.
+// runFeed is the feed command: its flags checked, the feed opened (the
+// input, the checkpoint, the failed files, the client), run, and its end
+// said.
 func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("feed")
 	var f feedFlags
@@ -203,68 +206,106 @@ func runFeed(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return err
 	}
-	in := stdin
-	if pos[0] != "-" {
-		file, err := os.Open(pos[0])
-		if err != nil {
-			return setupErrorf("feed: %v", err)
-		}
-		defer file.Close()
-		in = file
-	}
-	if f.checkpoint != "" {
-		if pos[0] == "-" {
-			return usageErrorf("feed: -checkpoint needs a named input FILE: stdin cannot be resumed")
-		}
-		if f.failed != "" && sameFile(f.checkpoint, f.failed, ".unknown", ".unread", ".partial", ".unknown.partial", ".unread.partial") {
-			return usageErrorf("feed: -checkpoint %s is one of the files of -failed %s: name another", f.checkpoint, f.failed)
-		}
-	}
-	ff, err := resume.OpenFileFeed(resume.FileFeedConfig{Input: in, Checkpoint: f.checkpoint, Failed: f.failed})
-	switch {
-	case errors.Is(err, resume.ErrFailedIsInput):
-		return usageErrorf("feed: -failed: %v", err)
-	case err != nil:
-		return setupErrorf("feed: -checkpoint: %v", err)
-	}
-	defer ff.Close()
-	var progress fileWriter // created once the flags are known to be good
-	if f.progressFile != "" {
-		cfg.ProgressOut = &progress
-	}
-	fd, err := feed.New(cfg)
+	job, err := openFeed(&f, cfg, pos[0], stdin, stderr)
 	if err != nil {
-		return usageErrorf("feed: -url: %v", err)
+		return err
 	}
-	fd.Close() // it checked the flags; the one fed has what the feed's files set
-	if cfg, err = ff.Configure(cfg); err != nil {
-		return setupErrorf("feed: -failed: %v", err)
-	}
-	if fd, err = feed.New(cfg); err != nil {
-		return usageErrorf("feed: -url: %v", err)
-	}
-	begun := ff.Start()
-	switch line, offset := ff.Position(); {
-	case begun.Complete:
-		fmt.Fprintf(stderr, "retries feed: %s says every operation of the input was fed or reported: nothing to feed (remove it to feed the input again)\n", f.checkpoint)
-	case begun.Resumed:
-		fmt.Fprintf(stderr, "retries feed: resuming from %s: line %d (byte offset %d) on\n", f.checkpoint, line, offset)
-	}
-	if f.progressFile != "" {
-		if progress.f, err = os.Create(f.progressFile); err != nil {
-			return setupErrorf("feed: -progress-file: %v", err)
-		}
-		defer progress.f.Close()
-	}
+	defer job.close()
 	stopProfile, err := startCPUProfile(os.Getenv("RETRIES_CPUPROFILE"))
 	if err != nil {
 		return setupErrorf("feed: RETRIES_CPUPROFILE: %v", err)
 	}
-	r, err := ff.Run(ctx, fd)
+	r, err := job.ff.Run(ctx, job.client)
 	stopProfile()
 	if err != nil {
 		return setupErrorf("feed: -checkpoint: %v", err)
 	}
+	return feedEnd(ctx, &f, r, job.begun, stdout, stderr)
+}
+
+// feedJob is an opened feed: its input, its resumable engine and client,
+// and what to close after it.
+type feedJob struct {
+	ff      *resume.FileFeed
+	client  *feed.Client
+	begun   resume.Start
+	closers []io.Closer
+}
+
+func (j *feedJob) close() {
+	for _, c := range slices.Backward(j.closers) {
+		c.Close()
+	}
+}
+
+// openFeed opens the feed of input (a path, or - for stdin) with the
+// config of f: exit 2 for what the flags cannot make (a checkpoint of
+// stdin, of the failed files or of another input; failed files that are
+// the input; a bad -url), before anything is written.
+func openFeed(f *feedFlags, cfg feed.Config, input string, stdin io.Reader, stderr io.Writer) (_ *feedJob, err error) {
+	job := &feedJob{}
+	defer func() {
+		if err != nil {
+			job.close()
+		}
+	}()
+	in := stdin
+	if input != "-" {
+		file, err := os.Open(input)
+		if err != nil {
+			return nil, setupErrorf("feed: %v", err)
+		}
+		job.closers = append(job.closers, file)
+		in = file
+	}
+	if f.checkpoint != "" {
+		if input == "-" {
+			return nil, usageErrorf("feed: -checkpoint needs a named input FILE: stdin cannot be resumed")
+		}
+		if f.failed != "" && sameFile(f.checkpoint, f.failed, ".unknown", ".unread", ".partial", ".unknown.partial", ".unread.partial") {
+			return nil, usageErrorf("feed: -checkpoint %s is one of the files of -failed %s: name another", f.checkpoint, f.failed)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, usageErrorf("feed: -url: %v", err)
+	}
+	ff, err := resume.OpenFileFeed(resume.FileFeedConfig{Input: in, Checkpoint: f.checkpoint, Failed: f.failed})
+	switch {
+	case errors.Is(err, resume.ErrFailedIsInput):
+		return nil, usageErrorf("feed: -failed: %v", err)
+	case err != nil:
+		return nil, setupErrorf("feed: -checkpoint: %v", err)
+	}
+	job.ff, job.begun = ff, ff.Start()
+	job.closers = append(job.closers, ff)
+	var progress fileWriter // created once the flags are known to be good
+	if f.progressFile != "" {
+		cfg.ProgressOut = &progress
+	}
+	if cfg, err = ff.Configure(cfg); err != nil {
+		return nil, setupErrorf("feed: -failed: %v", err)
+	}
+	if job.client, err = feed.New(cfg); err != nil {
+		return nil, usageErrorf("feed: -url: %v", err)
+	}
+	switch line, offset := ff.Position(); {
+	case job.begun.Complete:
+		fmt.Fprintf(stderr, "retries feed: %s says every operation of the input was fed or reported: nothing to feed (remove it to feed the input again)\n", f.checkpoint)
+	case job.begun.Resumed:
+		fmt.Fprintf(stderr, "retries feed: resuming from %s: line %d (byte offset %d) on\n", f.checkpoint, line, offset)
+	}
+	if f.progressFile != "" {
+		if progress.f, err = os.Create(f.progressFile); err != nil {
+			return nil, setupErrorf("feed: -progress-file: %v", err)
+		}
+		job.closers = append(job.closers, progress.f)
+	}
+	return job, nil
+}
+
+// feedEnd says how the feed ended: what it skipped, the checkpoint's and
+// the failed files' state, the summary on stdout, and the exit.
+func feedEnd(ctx context.Context, f *feedFlags, r resume.FileFeedResult, begun resume.Start, stdout, stderr io.Writer) error {
 	res := r.Report
 	if r.Skipped > 0 {
 		ops := "operations"
