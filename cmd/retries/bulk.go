@@ -65,7 +65,9 @@ func addBulkFlags(fs *flag.FlagSet, f *bulkFlags, update bool) {
 	fs.BoolVar(&f.quiet, "q", false, "no progress lines (as -progress 0)")
 }
 
-// runBulk is the delete command, or with update the update command.
+// runBulk is the delete command, or with update the update command: its
+// flags checked, -count answered, or the run opened, run, and its end
+// said.
 func runBulk(ctx context.Context, args []string, update bool, stdout, stderr io.Writer) error {
 	name := map[bool]string{false: "delete", true: "update"}[update]
 	fset := newFlagSet(name)
@@ -75,48 +77,21 @@ func runBulk(ctx context.Context, args []string, update bool, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	switch {
-	case f.conn.header.check() != nil:
-		return usageErrorf("%s: %v", name, f.conn.header.check())
-	case len(f.urls) == 0 || f.cluster == "" || f.selection == "":
-		return usageErrorf("%s: -url, -cluster and -selection are required", name)
-	case update && (f.namespace == "" || f.docType == "" || f.update == ""):
-		return usageErrorf("update: -namespace, -type and -update are required")
-	case f.marker != "" && f.checkpoint == "":
-		return usageErrorf("update: -marker needs -checkpoint: the run's id, which the marker writes, is kept there before the first request, so that the same command run again after an interrupt goes on with it and applies the update once; without it, a second run is a new run, and applies it again to what the first reached")
-	case (f.namespace == "") != (f.docType == ""):
-		return usageErrorf("%s: -namespace and -type go together", name)
-	case len(pos) > 0:
-		return usageErrorf("%s: unexpected argument %q", name, pos[0])
-	case f.slices < 1 || f.slices > 4096:
-		return usageErrorf("%s: -slices %d: want 1 to 4096", name, f.slices)
-	case f.maxOutage < 0 || f.progress < 0:
-		return usageErrorf("%s: -max-outage and -progress must not be negative", name)
+	if err := f.check(name, update, pos); err != nil {
+		return err
 	}
-	proc := &visit.Process{Namespace: f.namespace, DocumentType: f.docType, Marker: f.marker}
-	if update {
-		body := []byte(f.update)
-		if file, ok := strings.CutPrefix(f.update, "@"); ok {
-			if body, err = os.ReadFile(file); err != nil {
-				return setupErrorf("update: -update: %v", err)
-			}
-		}
-		proc.Update = json.RawMessage(body)
-		safe, err := visit.SafeToRepeat(proc.Update)
-		switch {
-		case err != nil:
-			return usageErrorf("update: -update: %s", strings.TrimPrefix(err.Error(), "visit: "))
-		case !safe && f.marker == "":
-			return usageErrorf("update: -update is not safe to apply twice (an increment, a decrement, a multiplication, a division, an add or a remove): a request that fails after part of its chunk is asked again, and would apply it again to what it reached; give -marker FIELD, a string attribute of the type (see docs/bulk.md)")
-		}
+	proc, err := f.process(update)
+	if err != nil {
+		return err
 	}
 	header, tlsCfg, err := f.conn.load()
 	if err != nil {
 		return setupErrorf("%s: %v", name, err)
 	}
+	cfg := visit.Config{URLs: f.urls, Cluster: f.cluster, Selection: f.selection, Slices: f.slices, Header: header, TLS: tlsCfg,
+		MaxOutage: orNone(f.maxOutage), Log: stderr, LogPrefix: "retries " + name + ": "}
 	if f.count {
-		cfg := visit.Config{URLs: f.urls, Cluster: f.cluster, Selection: f.selection, Slices: f.slices, Header: header, TLS: tlsCfg,
-			MaxOutage: orNone(f.maxOutage), Log: stderr, LogPrefix: "retries " + name + ": ", Namespace: f.namespace, DocumentType: f.docType}
+		cfg.Namespace, cfg.DocumentType = f.namespace, f.docType
 		n, err := countMatches(ctx, cfg)
 		if err != nil {
 			return bulkCountError(ctx, name, "-count", err, stderr)
@@ -141,8 +116,7 @@ func runBulk(ctx context.Context, args []string, update bool, stdout, stderr io.
 	}
 	proc.Run = b.RunID()
 	stderr = &syncWriter{w: stderr}
-	cfg := visit.Config{URLs: f.urls, Cluster: f.cluster, Selection: f.selection, Slices: f.slices, Header: header, TLS: tlsCfg,
-		MaxOutage: orNone(f.maxOutage), Log: stderr, LogPrefix: "retries " + name + ": ", Process: proc}
+	cfg.Log, cfg.Process = stderr, proc
 	c, err := visit.New(cfg)
 	if err != nil {
 		return usageErrorf("%s: %s", name, strings.TrimPrefix(err.Error(), "visit: "))
@@ -156,31 +130,98 @@ func runBulk(ctx context.Context, args []string, update bool, stdout, stderr io.
 	stopProgress := prog.start(stderr, name, f.progress, start, c.Stats)
 	err = b.Run(ctx, c, prog.note)
 	stopProgress()
-	st := c.Stats()
-	summary, _ := json.Marshal(map[string]any{"documents": b.Processed(), "requests": st.Requests, "throttled": st.Throttled, "cut": st.Cut,
-		"failed": st.Failed, "seconds": time.Since(start).Round(time.Millisecond).Seconds()})
+	return bulkEnd(ctx, bulkRun{name: name, f: &f, cfg: cfg, b: b, begun: begun, stats: c.Stats(), took: time.Since(start)}, err, stdout, stderr)
+}
+
+// check returns a usage error for flags and arguments pos that cannot make
+// a run of the command called name.
+func (f *bulkFlags) check(name string, update bool, pos []string) error {
+	switch {
+	case f.conn.header.check() != nil:
+		return usageErrorf("%s: %v", name, f.conn.header.check())
+	case len(f.urls) == 0 || f.cluster == "" || f.selection == "":
+		return usageErrorf("%s: -url, -cluster and -selection are required", name)
+	case update && (f.namespace == "" || f.docType == "" || f.update == ""):
+		return usageErrorf("update: -namespace, -type and -update are required")
+	case f.marker != "" && f.checkpoint == "":
+		return usageErrorf("update: -marker needs -checkpoint: the run's id, which the marker writes, is kept there before the first request, so that the same command run again after an interrupt goes on with it and applies the update once; without it, a second run is a new run, and applies it again to what the first reached")
+	case (f.namespace == "") != (f.docType == ""):
+		return usageErrorf("%s: -namespace and -type go together", name)
+	case len(pos) > 0:
+		return usageErrorf("%s: unexpected argument %q", name, pos[0])
+	case f.slices < 1 || f.slices > 4096:
+		return usageErrorf("%s: -slices %d: want 1 to 4096", name, f.slices)
+	case f.maxOutage < 0 || f.progress < 0:
+		return usageErrorf("%s: -max-outage and -progress must not be negative", name)
+	}
+	return nil
+}
+
+// process returns the run's processing: a delete, or the update of
+// -update (read from a file for @FILE), refused unless safe to apply twice
+// or marked.
+func (f *bulkFlags) process(update bool) (*visit.Process, error) {
+	proc := &visit.Process{Namespace: f.namespace, DocumentType: f.docType, Marker: f.marker}
+	if !update {
+		return proc, nil
+	}
+	body := []byte(f.update)
+	if file, ok := strings.CutPrefix(f.update, "@"); ok {
+		var err error
+		if body, err = os.ReadFile(file); err != nil {
+			return nil, setupErrorf("update: -update: %v", err)
+		}
+	}
+	proc.Update = json.RawMessage(body)
+	safe, err := visit.SafeToRepeat(proc.Update)
+	switch {
+	case err != nil:
+		return nil, usageErrorf("update: -update: %s", strings.TrimPrefix(err.Error(), "visit: "))
+	case !safe && f.marker == "":
+		return nil, usageErrorf("update: -update is not safe to apply twice (an increment, a decrement, a multiplication, a division, an add or a modify): a request that fails after part of its chunk is asked again, and would apply it again to what it reached; give -marker FIELD, a string attribute of the type (see docs/bulk.md)")
+	}
+	return proc, nil
+}
+
+// bulkRun is what bulkEnd says of a run.
+type bulkRun struct {
+	name  string
+	f     *bulkFlags
+	cfg   visit.Config
+	b     *resume.Bulk
+	begun resume.Start
+	stats visit.Stats
+	took  time.Duration
+}
+
+// bulkEnd writes the run's summary on stdout and says how it ended, err
+// being the run's error: the exit.
+func bulkEnd(ctx context.Context, r bulkRun, err error, stdout, stderr io.Writer) error {
+	name, st, processed := r.name, r.stats, r.b.Processed()
+	summary, _ := json.Marshal(map[string]any{"documents": processed, "requests": st.Requests, "throttled": st.Throttled, "cut": st.Cut,
+		"failed": st.Failed, "seconds": r.took.Round(time.Millisecond).Seconds()})
 	if _, werr := stdout.Write(append(summary, '\n')); werr != nil && err == nil {
 		err = werr
 	}
 	var se *visit.StatusError
 	switch {
 	case err == nil:
-		fmt.Fprintf(stderr, "retries %s: every slice done in %.1fs: the server reported %d documents %sd", name, time.Since(start).Seconds(), b.Processed(), name)
+		fmt.Fprintf(stderr, "retries %s: every slice done in %.1fs: the server reported %d documents %sd", name, r.took.Seconds(), processed, name)
 		if st.Failed+st.Cut > 0 {
 			fmt.Fprintf(stderr, " (and some more in the %d requests that failed part way, which report none)", st.Failed+st.Cut)
 		}
 		fmt.Fprintln(stderr)
-		if f.verify {
-			return verifyBulk(ctx, cfg, name, stderr)
+		if r.f.verify {
+			return verifyBulk(ctx, r.cfg, name, stderr)
 		}
 		return nil
 	case errors.As(err, &se):
-		if f.checkpoint != "" && !begun.Resumed && b.Processed() == 0 {
-			os.Remove(f.checkpoint) // a refused run leaves nothing behind: there was none before it
+		if r.f.checkpoint != "" && !r.begun.Resumed && processed == 0 {
+			os.Remove(r.f.checkpoint) // a refused run leaves nothing behind: there was none before it
 		}
 		return setupErrorf("%s: %s", name, strings.TrimPrefix(err.Error(), "visit: ")) // a bad selection, an unknown cluster
 	case ctx.Err() != nil:
-		fmt.Fprintf(stderr, "retries %s: interrupted after %d documents\n", name, b.Processed())
+		fmt.Fprintf(stderr, "retries %s: interrupted after %d documents\n", name, processed)
 		return silentExit(exitInterrupted)
 	case errors.Is(err, visit.ErrMaxOutage):
 		fmt.Fprintf(stderr, "retries %s: %s\n", name, strings.TrimPrefix(err.Error(), "visit: "))
