@@ -117,7 +117,9 @@ func parseRate(s string) ([]float64, error) {
 	return nil, fmt.Errorf("-rate %q: want QPS or A:B:STEP with A at most B", s)
 }
 
-// runBench is the bench command.
+// runBench is the bench command: its flags checked, the queries read and
+// the -json FILE opened, each rate run, the knee found and the reports
+// written.
 func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fset := newFlagSet("bench")
 	var f benchFlags
@@ -126,34 +128,13 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return err
 	}
-	switch {
-	case f.conn.header.check() != nil:
-		return usageErrorf("bench: %v", f.conn.header.check())
-	case len(f.urls) == 0 || f.rate == "":
-		return usageErrorf("bench: -url and -rate are required")
-	case len(pos) != 1:
-		return usageErrorf("bench: want one query FILE, or - for stdin")
-	case f.hedge != "auto" && f.hedge != "off":
-		return usageErrorf("bench: -hedge %q: want auto or off", f.hedge)
-	case f.duration <= 0 || f.duration > 24*time.Hour || f.deadline <= 0 || f.slo <= 0:
-		return usageErrorf("bench: -duration (at most 24h), -deadline and -slo must be above 0")
-	}
-	rates, err := parseRate(f.rate)
+	rates, err := f.check(pos)
 	if err != nil {
-		return usageErrorf("bench: %v", err)
+		return err
 	}
-	in := stdin
-	if pos[0] != "-" {
-		file, err := os.Open(pos[0])
-		if err != nil {
-			return setupErrorf("bench: %v", err)
-		}
-		defer file.Close()
-		in = file
-	}
-	qs, err := readQueries(in)
+	qs, err := readQueryFile(pos[0], stdin)
 	if err != nil {
-		return setupErrorf("bench: %s: %v", pos[0], err)
+		return err
 	}
 	header, tlsCfg, err := f.conn.load()
 	if err != nil {
@@ -185,40 +166,97 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	var knee *benchReport
 	if len(rates) > 1 {
-		for _, r := range reports {
-			if r.p(0.99) <= f.slo && float64(r.Degraded+r.Failed) < 0.01*float64(r.Queries) {
-				knee = r
-			}
-		}
-		if knee != nil {
-			fmt.Fprintf(stdout, "knee: %.0f queries/s, the highest rate whose p99 stays under %v with failed and degraded under 1 %%\n", knee.Offered, f.slo)
-		} else {
-			fmt.Fprintf(stdout, "knee: none of the rates kept p99 under %v with failed and degraded under 1 %%\n", f.slo)
-		}
+		knee = findKnee(reports, f.slo, stdout)
 	}
-	if f.jsonOut != "" {
-		var v any = reports[0].json()
-		if len(reports) > 1 {
-			steps := make([]any, len(reports))
-			for i, r := range reports {
-				steps[i] = r.json()
-			}
-			k := map[string]any{"steps": steps, "slo_ms": ms(f.slo), "knee_rate": nil}
-			if knee != nil {
-				k["knee_rate"] = knee.Offered
-			}
-			v = k
-		}
-		data, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
+	if jsonOut != nil {
+		if err := writeBenchJSON(jsonOut, reports, knee, f.slo); err != nil {
 			return err
-		}
-		if err := writeAll(jsonOut, append(data, '\n')); err != nil {
-			return fmt.Errorf("bench: -json: %v", err)
 		}
 	}
 	if ctx.Err() != nil {
 		return silentExit(exitInterrupted)
+	}
+	return nil
+}
+
+// check returns the rates to run, or a usage error for flags and
+// arguments pos that cannot make a bench.
+func (f *benchFlags) check(pos []string) ([]float64, error) {
+	switch {
+	case f.conn.header.check() != nil:
+		return nil, usageErrorf("bench: %v", f.conn.header.check())
+	case len(f.urls) == 0 || f.rate == "":
+		return nil, usageErrorf("bench: -url and -rate are required")
+	case len(pos) != 1:
+		return nil, usageErrorf("bench: want one query FILE, or - for stdin")
+	case f.hedge != "auto" && f.hedge != "off":
+		return nil, usageErrorf("bench: -hedge %q: want auto or off", f.hedge)
+	case f.duration <= 0 || f.duration > 24*time.Hour || f.deadline <= 0 || f.slo <= 0:
+		return nil, usageErrorf("bench: -duration (at most 24h), -deadline and -slo must be above 0")
+	}
+	rates, err := parseRate(f.rate)
+	if err != nil {
+		return nil, usageErrorf("bench: %v", err)
+	}
+	return rates, nil
+}
+
+// readQueryFile reads the queries of path, or of stdin for -.
+func readQueryFile(path string, stdin io.Reader) ([]benchQuery, error) {
+	in := stdin
+	if path != "-" {
+		file, err := os.Open(path)
+		if err != nil {
+			return nil, setupErrorf("bench: %v", err)
+		}
+		defer file.Close()
+		in = file
+	}
+	qs, err := readQueries(in)
+	if err != nil {
+		return nil, setupErrorf("bench: %s: %v", path, err)
+	}
+	return qs, nil
+}
+
+// findKnee returns the highest rate of a step run whose p99 stays under
+// slo with failed and degraded under 1 %, or nil, and says which on w.
+func findKnee(reports []*benchReport, slo time.Duration, w io.Writer) *benchReport {
+	var knee *benchReport
+	for _, r := range reports {
+		if r.p(0.99) <= slo && float64(r.Degraded+r.Failed) < 0.01*float64(r.Queries) {
+			knee = r
+		}
+	}
+	if knee != nil {
+		fmt.Fprintf(w, "knee: %.0f queries/s, the highest rate whose p99 stays under %v with failed and degraded under 1 %%\n", knee.Offered, slo)
+	} else {
+		fmt.Fprintf(w, "knee: none of the rates kept p99 under %v with failed and degraded under 1 %%\n", slo)
+	}
+	return knee
+}
+
+// writeBenchJSON writes the -json report: one rate's, or a step run's
+// steps with the knee.
+func writeBenchJSON(out *os.File, reports []*benchReport, knee *benchReport, slo time.Duration) error {
+	var v any = reports[0].json()
+	if len(reports) > 1 {
+		steps := make([]any, len(reports))
+		for i, r := range reports {
+			steps[i] = r.json()
+		}
+		k := map[string]any{"steps": steps, "slo_ms": ms(slo), "knee_rate": nil}
+		if knee != nil {
+			k["knee_rate"] = knee.Offered
+		}
+		v = k
+	}
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeAll(out, append(data, '\n')); err != nil {
+		return fmt.Errorf("bench: -json: %v", err)
 	}
 	return nil
 }
