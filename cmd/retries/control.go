@@ -86,7 +86,9 @@ func runWait(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return runControl(ctx, "wait", args, stdout, stderr)
 }
 
-// runControl runs deploy (a package posted, then the wait) or wait.
+// runControl runs deploy (a package posted, then the wait) or wait: its
+// flags checked, the package read and -json opened, the deploy, the wait,
+// and its end said.
 func runControl(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet(name)
 	var f controlFlags
@@ -95,17 +97,8 @@ func runControl(ctx context.Context, name string, args []string, stdout, stderr 
 	if err != nil {
 		return err
 	}
-	switch {
-	case f.conn.header.check() != nil:
-		return usageErrorf("%s: %v", name, f.conn.header.check())
-	case name == "deploy" && len(pos) != 1:
-		return usageErrorf("deploy: want one APP_DIR or APP.zip, got %d arguments", len(pos))
-	case name == "wait" && len(pos) > 0:
-		return usageErrorf("wait: unexpected argument %q", pos[0])
-	case f.wait < 0 && name == "deploy":
-		return usageErrorf("deploy: -wait %v: want a positive duration (0: deploy only)", f.wait)
-	case f.wait <= 0 && name == "wait":
-		return usageErrorf("wait: -wait %v: want a positive duration", f.wait)
+	if err := f.check(name, pos); err != nil {
+		return err
 	}
 	var pkg []byte
 	if name == "deploy" {
@@ -127,88 +120,134 @@ func runControl(ctx context.Context, name string, args []string, stdout, stderr 
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tlsCfg
-	say := func(format string, a ...any) {
-		if !f.quiet {
-			fmt.Fprintf(stderr, "retries "+name+": "+format+"\n", a...)
-		}
-	}
-	start := time.Now()
-	phase, phaseStart := "", start
-	run := &controlRun{Phases: map[string]string{}, Restart: []string{}}
-	enter := func(p string) {
-		now := time.Now()
-		if phase != "" {
-			run.Phases[phase] = now.Sub(phaseStart).Round(time.Millisecond).String()
-		}
-		phase, phaseStart = p, now
-	}
-	var lastLine, lastFailure string
-	var saidAt time.Time
+	p := &controlProgress{name: name, quiet: f.quiet, stderr: stderr, start: time.Now(),
+		run: &controlRun{Phases: map[string]string{}, Restart: []string{}}}
 	c, err := control.New(control.Config{URL: f.url, Tenant: f.tenant, Application: f.application, Header: header, Transport: tr,
-		OnFailure: func(err error) {
-			// Said when it changes, and every 10 s while it lasts.
-			if m := strings.TrimPrefix(err.Error(), "control: "); m != lastFailure || time.Since(saidAt) >= 10*time.Second {
-				say("the config server: %s; trying again (%.1fs)", m, time.Since(start).Seconds())
-				lastFailure, saidAt = m, time.Now()
-			}
-		},
-		OnState: func(st *control.State) {
-			line := progressLine(st)
-			if behind := st.Behind(); phase == "converge" && !anyBelow(behind, st.Generation) {
-				enter("health")
-			}
-			if line != lastLine {
-				say("%s (%.1fs)", line, time.Since(start).Seconds())
-				lastLine = line
-			}
-		}})
+		OnFailure: p.failure, OnState: p.state})
 	if err != nil {
 		return usageErrorf("%s: %v", name, err)
 	}
 	defer c.Close()
 	wctx, cancel := context.WithTimeout(ctx, cmp.Or(f.wait, deployTimeout)) // wait has -wait > 0
 	defer cancel()
-
+	end := func(st *control.State, err error) error {
+		p.enter("")
+		return controlEnd(ctx, wctx, name, p.run, st, err, stdout, stderr, jsonOut)
+	}
 	g := int64(f.generation)
 	var restart []control.Restart
 	if name == "deploy" {
-		enter("deploy")
-		say("posting %s (%d bytes) to %s", pos[0], len(pkg), c.URL())
+		p.enter("deploy")
+		p.say("posting %s (%d bytes) to %s", pos[0], len(pkg), c.URL())
 		d, err := c.Deploy(wctx, pkg)
-		run.Posts, run.Previous = d.Posts, d.Previous
 		if err != nil {
-			enter("")
-			return controlEnd(ctx, wctx, name, run, nil, deployError(err, d), stdout, stderr, jsonOut)
+			p.run.Posts, p.run.Previous = d.Posts, d.Previous
+			return end(nil, deployError(err, d))
 		}
-		run.Generation, run.Adopted, run.Activated, restart = d.Generation, d.Adopted, d.Activated, d.Restart
-		switch {
-		case d.Adopted:
-			say("the answer was lost on the way; generation %d (was %d) landed, adopted: posted once", d.Generation, d.Previous)
-		case d.Activated:
-			say("session %d was prepared but not activated; activated it: generation %d (was %d)", d.Generation, d.Generation, d.Previous)
-		default:
-			say("%s: generation %d (was %d)", strings.TrimSuffix(d.Message, "."), d.Generation, d.Previous)
-		}
-		for _, r := range d.Restart {
-			run.Restart = append(run.Restart, r.Type+" on "+r.Host)
-			say("%s on %s (cluster %s) applies the change only when restarted: %s", r.Type, r.Host, r.Cluster, strings.Join(r.Messages, "; "))
-		}
-		for _, a := range append(d.Refeed, d.Reindex...) {
-			say("the change asks for %s of %s in cluster %s: %s", a.Name, a.DocumentType, a.Cluster, strings.Join(a.Messages, "; "))
-		}
+		p.deployed(d)
 		if f.wait == 0 {
-			enter("")
-			return controlEnd(ctx, wctx, name, run, nil, nil, stdout, stderr, jsonOut)
+			return end(nil, nil)
 		}
-		g = d.Generation
+		g, restart = d.Generation, d.Restart
 	}
-	enter("converge")
+	p.enter("converge")
 	st, err := c.Wait(wctx, g, restart)
-	enter("")
 	if st != nil {
-		run.Generation = st.Generation
+		p.run.Generation = st.Generation
 	}
-	return controlEnd(ctx, wctx, name, run, st, err, stdout, stderr, jsonOut)
+	return end(st, err)
+}
+
+// check returns a usage error for flags and arguments pos that cannot
+// make a deploy or a wait (name).
+func (f *controlFlags) check(name string, pos []string) error {
+	switch {
+	case f.conn.header.check() != nil:
+		return usageErrorf("%s: %v", name, f.conn.header.check())
+	case name == "deploy" && len(pos) != 1:
+		return usageErrorf("deploy: want one APP_DIR or APP.zip, got %d arguments", len(pos))
+	case name == "wait" && len(pos) > 0:
+		return usageErrorf("wait: unexpected argument %q", pos[0])
+	case f.wait < 0 && name == "deploy":
+		return usageErrorf("deploy: -wait %v: want a positive duration (0: deploy only)", f.wait)
+	case f.wait <= 0 && name == "wait":
+		return usageErrorf("wait: -wait %v: want a positive duration", f.wait)
+	}
+	return nil
+}
+
+// controlProgress says how a deploy or a wait moves, on stderr unless
+// quiet, and times its phases (deploy, converge, health) for -json.
+type controlProgress struct {
+	name        string
+	quiet       bool
+	stderr      io.Writer
+	start       time.Time
+	run         *controlRun
+	phase       string
+	phaseStart  time.Time
+	lastLine    string
+	lastFailure string
+	saidAt      time.Time
+}
+
+func (p *controlProgress) say(format string, a ...any) {
+	if !p.quiet {
+		fmt.Fprintf(p.stderr, "retries "+p.name+": "+format+"\n", a...)
+	}
+}
+
+// enter ends the phase under way, timed, and starts phase ("" for none).
+func (p *controlProgress) enter(phase string) {
+	now := time.Now()
+	if p.phase != "" {
+		p.run.Phases[p.phase] = now.Sub(p.phaseStart).Round(time.Millisecond).String()
+	}
+	p.phase, p.phaseStart = phase, now
+}
+
+// failure says a failed call to the config server: when its cause
+// changes, and every 10 s while it lasts.
+func (p *controlProgress) failure(err error) {
+	if m := strings.TrimPrefix(err.Error(), "control: "); m != p.lastFailure || time.Since(p.saidAt) >= 10*time.Second {
+		p.say("the config server: %s; trying again (%.1fs)", m, time.Since(p.start).Seconds())
+		p.lastFailure, p.saidAt = m, time.Now()
+	}
+}
+
+// state says where the services are when it changes; the converge phase
+// ends when none is below the generation (the health phase follows).
+func (p *controlProgress) state(st *control.State) {
+	line := progressLine(st)
+	if behind := st.Behind(); p.phase == "converge" && !anyBelow(behind, st.Generation) {
+		p.enter("health")
+	}
+	if line != p.lastLine {
+		p.say("%s (%.1fs)", line, time.Since(p.start).Seconds())
+		p.lastLine = line
+	}
+}
+
+// deployed records and says what the deploy came to.
+func (p *controlProgress) deployed(d *control.Deployment) {
+	run := p.run
+	run.Posts, run.Previous = d.Posts, d.Previous
+	run.Generation, run.Adopted, run.Activated = d.Generation, d.Adopted, d.Activated
+	switch {
+	case d.Adopted:
+		p.say("the answer was lost on the way; generation %d (was %d) landed, adopted: posted once", d.Generation, d.Previous)
+	case d.Activated:
+		p.say("session %d was prepared but not activated; activated it: generation %d (was %d)", d.Generation, d.Generation, d.Previous)
+	default:
+		p.say("%s: generation %d (was %d)", strings.TrimSuffix(d.Message, "."), d.Generation, d.Previous)
+	}
+	for _, r := range d.Restart {
+		run.Restart = append(run.Restart, r.Type+" on "+r.Host)
+		p.say("%s on %s (cluster %s) applies the change only when restarted: %s", r.Type, r.Host, r.Cluster, strings.Join(r.Messages, "; "))
+	}
+	for _, a := range append(d.Refeed, d.Reindex...) {
+		p.say("the change asks for %s of %s in cluster %s: %s", a.Name, a.DocumentType, a.Cluster, strings.Join(a.Messages, "; "))
+	}
 }
 
 // deployError returns err, from Deploy, with what a user must know of
@@ -253,14 +292,47 @@ func progressLine(st *control.State) string {
 // controlEnd reports how deploy or wait ended, writes -json, and returns
 // the exit status as an error.
 func controlEnd(ctx, wctx context.Context, name string, run *controlRun, st *control.State, err error, stdout, stderr io.Writer, jsonOut *os.File) error {
+	code, msg := controlOutcome(ctx, wctx, run, st, err)
+	run.Exit = code
+	if err != nil {
+		run.Error = msg
+	}
+	if st != nil {
+		run.Converged = !anyBelow(st.Behind(), st.Generation) && code != exitFail
+		run.Healthy = code == exitOK || code == exitRestart
+		for _, s := range st.Services {
+			run.Services = append(run.Services, controlService{Host: s.Host, Port: s.Port, Type: s.Type, Cluster: s.Cluster,
+				Generation: s.Generation, Health: s.Health, Proxied: s.Proxied, Failed: s.Failed, Restart: s.Restart})
+			if s.Restart && code == exitRestart && !slices.Contains(run.Restart, s.Type+" on "+s.Host) {
+				run.Restart = append(run.Restart, s.Type+" on "+s.Host)
+			}
+		}
+		fmt.Fprint(stdout, st.Table())
+	}
+	fmt.Fprintf(stderr, "retries %s: %s\n", name, msg)
+	if jsonOut != nil {
+		b, _ := json.MarshalIndent(run, "", "  ")
+		if _, werr := jsonOut.Write(append(b, '\n')); werr != nil {
+			fmt.Fprintf(stderr, "retries %s: -json: %v\n", name, werr)
+			code = max(code, exitFail)
+		}
+	}
+	if code == exitOK {
+		return nil
+	}
+	return silentExit(code)
+}
+
+// controlOutcome is the exit status of a deploy or a wait that ended with
+// err (nil: done), and what to say of it.
+func controlOutcome(ctx, wctx context.Context, run *controlRun, st *control.State, err error) (code int, msg string) {
 	var (
 		ce *control.ConfigError
 		re *control.RestartError
 		be *control.BehindError
 		e  *control.Error
 	)
-	code := exitOK
-	msg := ""
+	code = exitOK
 	switch {
 	case err == nil:
 		if st != nil {
@@ -290,32 +362,5 @@ func controlEnd(ctx, wctx context.Context, name string, run *controlRun, st *con
 	default:
 		code, msg = exitFail, strings.TrimPrefix(err.Error(), "control: ")
 	}
-	run.Exit = code
-	if err != nil {
-		run.Error = msg
-	}
-	if st != nil {
-		run.Converged = !anyBelow(st.Behind(), st.Generation) && code != exitFail
-		run.Healthy = code == exitOK || code == exitRestart
-		for _, s := range st.Services {
-			run.Services = append(run.Services, controlService{Host: s.Host, Port: s.Port, Type: s.Type, Cluster: s.Cluster,
-				Generation: s.Generation, Health: s.Health, Proxied: s.Proxied, Failed: s.Failed, Restart: s.Restart})
-			if s.Restart && code == exitRestart && !slices.Contains(run.Restart, s.Type+" on "+s.Host) {
-				run.Restart = append(run.Restart, s.Type+" on "+s.Host)
-			}
-		}
-		fmt.Fprint(stdout, st.Table())
-	}
-	fmt.Fprintf(stderr, "retries %s: %s\n", name, msg)
-	if jsonOut != nil {
-		b, _ := json.MarshalIndent(run, "", "  ")
-		if _, werr := jsonOut.Write(append(b, '\n')); werr != nil {
-			fmt.Fprintf(stderr, "retries %s: -json: %v\n", name, werr)
-			code = max(code, exitFail)
-		}
-	}
-	if code == exitOK {
-		return nil
-	}
-	return silentExit(code)
+	return code, msg
 }
