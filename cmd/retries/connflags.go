@@ -27,7 +27,7 @@ func addConnFlags(fs *flag.FlagSet, c *connFlags) {
 // load reads the TLS files and the header file, and returns the headers
 // and the TLS configuration to send with.
 func (c *connFlags) load() (http.Header, *tls.Config, error) {
-	tlsCfg, err := feedTLS(c.cert, c.key, c.ca)
+	tlsCfg, err := loadTLS(c.cert, c.key, c.ca)
 	if err != nil {
 		return nil, nil, err
 	}

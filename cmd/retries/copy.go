@@ -47,15 +47,9 @@ func addCopyFlags(fs *flag.FlagSet, f *copyFlags) {
 	fs.Lookup("max-outage").Usage = "end the copy when the source or the destination has been out for this long; 0: wait for ever"
 }
 
-// runCopy is the copy command.
-func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fset := newFlagSet("copy")
-	var f copyFlags
-	addCopyFlags(fset, &f)
-	pos, err := parseFlags(fset, args)
-	if err != nil {
-		return err
-	}
+// check returns a usage error for flags and arguments pos that cannot
+// make a copy.
+func (f *copyFlags) check(pos []string) error {
 	switch {
 	case f.fromHeader.check() != nil:
 		return usageErrorf("copy: %v", f.fromHeader.check())
@@ -68,22 +62,18 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case f.to.failed != "" && f.checkpoint != "" && sameFile(f.checkpoint, f.to.failed):
 		return usageErrorf("copy: -checkpoint and -failed name the same file")
 	}
-	if err := f.to.check([]string{"-"}); err != nil {
-		return err
-	}
-	stderr = &syncWriter{w: stderr} // the visit's log, the feed's and the progress write at once
-	cfg, err := f.to.config(stderr)
+	return f.to.check([]string{"-"})
+}
+
+// source returns the visit client of the source.
+func (f *copyFlags) source(stderr io.Writer) (*visit.Client, error) {
+	srcTLS, err := loadTLS(f.fromCert, f.fromKey, f.fromCA)
 	if err != nil {
-		return err
-	}
-	cfg.LogPrefix = "retries copy: the destination: "
-	srcTLS, err := feedTLS(f.fromCert, f.fromKey, f.fromCA)
-	if err != nil {
-		return setupErrorf("copy: -from-cert, -from-key, -from-ca: %v", err)
+		return nil, setupErrorf("copy: -from-cert, -from-key, -from-ca: %v", err)
 	}
 	if f.fromHeaderFile != "" {
 		if err := readHeaderFile(f.fromHeaderFile, &f.fromHeader); err != nil {
-			return setupErrorf("copy: -from-header-file: %v", err)
+			return nil, setupErrorf("copy: -from-header-file: %v", err)
 		}
 	}
 	// Pages, not streams: the feed sets the pace, and a slice asks for its
@@ -94,7 +84,32 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		Slices: f.slices, Pages: true, Header: f.fromHeader.h, TLS: srcTLS, MaxOutage: orNone(f.to.maxOutage),
 		WantedDocumentCount: copyPage, Log: stderr, LogPrefix: "retries copy: the source: "})
 	if err != nil {
-		return usageErrorf("copy: -from: %v", err)
+		return nil, usageErrorf("copy: -from: %v", err)
+	}
+	return src, nil
+}
+
+// runCopy is the copy command.
+func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fset := newFlagSet("copy")
+	var f copyFlags
+	addCopyFlags(fset, &f)
+	pos, err := parseFlags(fset, args)
+	if err != nil {
+		return err
+	}
+	if err := f.check(pos); err != nil {
+		return err
+	}
+	stderr = &syncWriter{w: stderr} // the visit's log, the feed's and the progress write at once
+	cfg, err := f.to.config(stderr)
+	if err != nil {
+		return err
+	}
+	cfg.LogPrefix = "retries copy: the destination: "
+	src, err := f.source(stderr)
+	if err != nil {
+		return err
 	}
 	of := resume.CopyOf{Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet, From: endpoints(f.from), To: endpoints(f.to.urls)}
 	cp, err := resume.OpenCopy(f.checkpoint, of, f.slices)

@@ -384,7 +384,7 @@ func (f *feedFlags) config(stderr io.Writer) (feed.Config, error) {
 	if err != nil {
 		return feed.Config{}, usageErrorf("feed: -compression %v", err)
 	}
-	tlsCfg, err := feedTLS(f.cert, f.key, f.ca)
+	tlsCfg, err := loadTLS(f.cert, f.key, f.ca)
 	if err != nil {
 		return feed.Config{}, setupErrorf("feed: %v", err)
 	}

@@ -72,9 +72,9 @@ func (c *certFiles) keep(err error) (*tls.Certificate, error) {
 	return nil, err
 }
 
-// feedTLS returns the TLS configuration of -cert, -key and -ca, or nil when
+// loadTLS returns the TLS configuration of -cert, -key and -ca, or nil when
 // none is given.
-func feedTLS(cert, key, ca string) (*tls.Config, error) {
+func loadTLS(cert, key, ca string) (*tls.Config, error) {
 	if cert == "" && key == "" && ca == "" {
 		return nil, nil
 	}

@@ -54,21 +54,8 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	switch {
-	case f.conn.header.check() != nil:
-		return usageErrorf("visit: %v", f.conn.header.check())
-	case len(f.urls) == 0 || f.cluster == "":
-		return usageErrorf("visit: -url and -cluster are required")
-	case len(pos) > 0:
-		return usageErrorf("visit: unexpected argument %q", pos[0])
-	case f.slices < 1 || f.slices > 4096:
-		return usageErrorf("visit: -slices %d: want 1 to 4096", f.slices)
-	case f.checkpoint != "" && f.out == "":
-		return usageErrorf("visit: -checkpoint needs -o FILE: stdout cannot be resumed")
-	case f.checkpoint != "" && sameFile(f.out, f.checkpoint):
-		return usageErrorf("visit: -o and -checkpoint name the same file")
-	case f.maxOutage < 0 || f.progress < 0:
-		return usageErrorf("visit: -max-outage and -progress must not be negative")
+	if err := f.check(pos); err != nil {
+		return err
 	}
 	header, tlsCfg, err := f.conn.load()
 	if err != nil {
@@ -86,17 +73,7 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	start := time.Now()
 	prog := &visitProgress{slices: f.slices, maxOutage: f.maxOutage}
 	if f.out == "" {
-		// To stdout: nothing to resume.
-		w := bufio.NewWriterSize(stdout, 256<<10)
-		stopProgress := prog.start(stderr, "visit", f.progress, start, c.Stats)
-		_, err = c.Visit(ctx, visit.Progress{}, func(pg visit.Page) error {
-			prog.note(pg)
-			return resume.WritePage(w, pg)
-		})
-		stopProgress()
-		if ferr := w.Flush(); ferr != nil && err == nil {
-			err = fmt.Errorf("writing the output: %w", ferr)
-		}
+		err := visitToStdout(ctx, c, prog, f.progress, start, stdout, stderr)
 		return visitExit(ctx, err, prog, start, stderr)
 	}
 	v, err := resume.OpenVisit(f.checkpoint, resume.VisitOf{Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet, URLs: endpoints(f.urls), Output: f.out}, f.slices)
@@ -131,6 +108,43 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return setupErrorf("%v", err)
 	}
 	return visitExit(ctx, err, prog, start, stderr)
+}
+
+// check returns a usage error for flags and arguments pos that cannot
+// make a visit.
+func (f *visitFlags) check(pos []string) error {
+	switch {
+	case f.conn.header.check() != nil:
+		return usageErrorf("visit: %v", f.conn.header.check())
+	case len(f.urls) == 0 || f.cluster == "":
+		return usageErrorf("visit: -url and -cluster are required")
+	case len(pos) > 0:
+		return usageErrorf("visit: unexpected argument %q", pos[0])
+	case f.slices < 1 || f.slices > 4096:
+		return usageErrorf("visit: -slices %d: want 1 to 4096", f.slices)
+	case f.checkpoint != "" && f.out == "":
+		return usageErrorf("visit: -checkpoint needs -o FILE: stdout cannot be resumed")
+	case f.checkpoint != "" && sameFile(f.out, f.checkpoint):
+		return usageErrorf("visit: -o and -checkpoint name the same file")
+	case f.maxOutage < 0 || f.progress < 0:
+		return usageErrorf("visit: -max-outage and -progress must not be negative")
+	}
+	return nil
+}
+
+// visitToStdout visits with c to stdout: nothing to resume.
+func visitToStdout(ctx context.Context, c *visit.Client, prog *visitProgress, every time.Duration, start time.Time, stdout, stderr io.Writer) error {
+	w := bufio.NewWriterSize(stdout, 256<<10)
+	stopProgress := prog.start(stderr, "visit", every, start, c.Stats)
+	_, err := c.Visit(ctx, visit.Progress{}, func(pg visit.Page) error {
+		prog.note(pg)
+		return resume.WritePage(w, pg)
+	})
+	stopProgress()
+	if ferr := w.Flush(); ferr != nil && err == nil {
+		err = fmt.Errorf("writing the output: %w", ferr)
+	}
+	return err
 }
 
 // visitExit says how a visit ended, and returns the command's exit.
