@@ -34,25 +34,35 @@ type bulkConfig struct {
 	selection string
 }
 
+// parseShares reads -bulk-faults A,B,C: three shares of the requests
+// (500 after part of a chunk, 504 after part, cut), adding up to at most 1.
+func parseShares(faults string) (shares [3]float64, err error) {
+	if faults == "" {
+		return shares, nil
+	}
+	parts := strings.Split(faults, ",")
+	if len(parts) != 3 {
+		return shares, fmt.Errorf("-bulk-faults %q: want three shares, A,B,C", faults)
+	}
+	sum := 0.0
+	for i, p := range parts {
+		v, err := strconv.ParseFloat(p, 64)
+		if err != nil || v < 0 {
+			return shares, fmt.Errorf("-bulk-faults %q: want shares from 0 to 1", faults)
+		}
+		shares[i] = v
+		sum += v
+	}
+	if sum > 1 {
+		return shares, fmt.Errorf("-bulk-faults %q: the shares add up to more than 1", faults)
+	}
+	return shares, nil
+}
+
 func runBulk(c config, feeder []string) (string, int, error) {
-	var shares [3]float64
-	if c.bulk.faults != "" {
-		parts := strings.Split(c.bulk.faults, ",")
-		if len(parts) != 3 {
-			return "", 0, fmt.Errorf("-bulk-faults %q: want three shares, A,B,C", c.bulk.faults)
-		}
-		sum := 0.0
-		for i, p := range parts {
-			v, err := strconv.ParseFloat(p, 64)
-			if err != nil || v < 0 {
-				return "", 0, fmt.Errorf("-bulk-faults %q: want shares from 0 to 1", c.bulk.faults)
-			}
-			shares[i] = v
-			sum += v
-		}
-		if sum > 1 {
-			return "", 0, fmt.Errorf("-bulk-faults %q: the shares add up to more than 1", c.bulk.faults)
-		}
+	shares, err := parseShares(c.bulk.faults)
+	if err != nil {
+		return "", 0, err
 	}
 	at, dur, err := parseOutage(c.outage)
 	if err != nil {
@@ -109,33 +119,44 @@ func runBulk(c config, feeder []string) (string, int, error) {
 	if err != nil {
 		return "", 0, err
 	}
-	var matched, deleted, left, others, once, twice int
+	t := tally(srv, c.docs, matches)
+	return fmt.Sprintf("%-22s exit=%d matched=%d deleted=%d updated-once=%d updated-twice=%d left=%d others-touched=%d buckets=%d/%d requests=%d refused=%d faults=(500:%d 504:%d cut:%d outage:%d) elapsed=%.2fs cpu=%.2fs",
+		c.label, r.exit, t.matched, t.deleted, t.once, t.twice, t.left, t.others, srv.ProcessedBuckets(), c.buckets, srv.Requests(), srv.Refused(),
+		counts[0].Load(), counts[1].Load(), counts[2].Load(), counts[3].Load(), time.Since(start).Seconds(), r.cpu.Seconds()), r.exit, nil
+}
+
+// bulkTally is what the store holds after a run, document by document.
+type bulkTally struct {
+	matched, deleted, left, others, once, twice int
+}
+
+// tally counts the documents the selection matches (matches) and what
+// became of them, and those it does not match that were touched.
+func tally(srv *visittest.Server, docs int, matches func(int) bool) (t bulkTally) {
 	updates := srv.Updates()
-	for d := range c.docs {
-		m := matches(d)
-		del := srv.IsDeleted(d)
+	for d := range docs {
+		m, del, k := matches(d), srv.IsDeleted(d), updates[d]
+		if !m {
+			if del || k > 0 {
+				t.others++
+			}
+			continue
+		}
+		t.matched++
 		switch {
-		case m:
-			matched++
-		case del || updates[d] > 0:
-			others++
+		case del:
+			t.deleted++
+		case k == 0:
+			t.left++
 		}
 		switch {
-		case m && del:
-			deleted++
-		case m && updates[d] == 0:
-			left++
-		}
-		switch k := updates[d]; {
-		case m && k == 1:
-			once++
-		case m && k > 1:
-			twice++
+		case k == 1:
+			t.once++
+		case k > 1:
+			t.twice++
 		}
 	}
-	return fmt.Sprintf("%-22s exit=%d matched=%d deleted=%d updated-once=%d updated-twice=%d left=%d others-touched=%d buckets=%d/%d requests=%d refused=%d faults=(500:%d 504:%d cut:%d outage:%d) elapsed=%.2fs cpu=%.2fs",
-		c.label, r.exit, matched, deleted, once, twice, left, others, srv.ProcessedBuckets(), c.buckets, srv.Requests(), srv.Refused(),
-		counts[0].Load(), counts[1].Load(), counts[2].Load(), counts[3].Load(), time.Since(start).Seconds(), r.cpu.Seconds()), r.exit, nil
+	return t
 }
 
 // selects returns which documents sel matches, for the line: the

@@ -204,17 +204,15 @@ func (c config) withDefaults() config {
 
 // run sets up the store and nginx, runs the feeders and returns the line.
 func run(c config, feeder []string) (line string, exit int, err error) {
-	if c.queryMode {
+	switch {
+	case c.queryMode:
 		c.limit = cmp.Or(c.limit, 5*time.Minute)
 		return runQuery(c, feeder)
-	}
-	if c.controlMode {
+	case c.controlMode:
 		c.limit = cmp.Or(c.limit, 5*time.Minute)
 		return runControl(c, feeder)
-	}
-	if c.bulkMode {
-		c = c.withDefaults()
-		return runBulk(c, feeder)
+	case c.bulkMode:
+		return runBulk(c.withDefaults(), feeder)
 	}
 	c = c.withDefaults()
 	if err := c.check(); err != nil {
@@ -230,38 +228,7 @@ func run(c config, feeder []string) (line string, exit int, err error) {
 
 	var started atomic.Int64 // when the feeders started, as UnixNano; set before they do
 	clock := &runClock{started: &started, phases: phases}
-	st := newStore(c, clock)
-	var vs *visitStore
-	if c.visit || c.copy {
-		vs = newVisitStore(c, clock)
-	}
-	if c.outageKind != "down" && dur > 0 {
-		out := clock.within(at, dur)
-		if c.outageOn != "get" || !c.copy {
-			st.outage = out
-		}
-		if vs != nil && (c.outageOn != "put" || !c.copy) {
-			vs.outage = out
-		}
-		st.outageReset = c.outageKind == "reset"
-		if vs != nil {
-			vs.outageReset = st.outageReset
-		}
-	}
-	var h http.Handler = st
-	if vs != nil {
-		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodGet {
-				vs.ServeHTTP(w, r)
-				return
-			}
-			if !c.copy {
-				writeJSON(w, http.StatusMethodNotAllowed, `{"message":"this store only serves visits"}`)
-				return
-			}
-			st.ServeHTTP(w, r)
-		})
-	}
+	st, vs, h := newStores(c, clock, at, dur)
 	store, stop, err := serveLoopback(h)
 	if err != nil {
 		return "", 0, err
@@ -300,7 +267,69 @@ func run(c config, feeder []string) (line string, exit int, err error) {
 		}
 		cmds[k] = feederCommand(feeder, env)
 	}
+	elapsed, err := runFeeders(c, cmds, runs, ng, phases, at, dur, &started)
+	if err != nil {
+		return "", 0, err
+	}
+	// nginx writes its log as requests end: stop it first.
+	ng.stop()
+	statuses, err := ng.statuses()
+	if err != nil {
+		return "", 0, err
+	}
+	m := measure{c: c, runs: runs, elapsed: elapsed, statuses: statuses, st: st, vs: vs, clock: clock, at: at, dur: dur}
+	switch {
+	case c.visit:
+		line, err = m.visitLine(outs)
+	case c.copy:
+		line = m.copyLine()
+	default:
+		line = m.feedLine()
+	}
+	return line, m.exit(), err
+}
 
+// newStores returns the document store, the visit store of -visit and
+// -copy (nil otherwise), both out from at for dur (an outage of the store,
+// not -outage-kind down), and the handler that serves them.
+func newStores(c config, clock *runClock, at, dur time.Duration) (*store, *visitStore, http.Handler) {
+	st := newStore(c, clock)
+	var vs *visitStore
+	if c.visit || c.copy {
+		vs = newVisitStore(c, clock)
+	}
+	if c.outageKind != "down" && dur > 0 {
+		out := clock.within(at, dur)
+		if c.outageOn != "get" || !c.copy {
+			st.outage = out
+		}
+		if vs != nil && (c.outageOn != "put" || !c.copy) {
+			vs.outage = out
+		}
+		st.outageReset = c.outageKind == "reset"
+		if vs != nil {
+			vs.outageReset = st.outageReset
+		}
+	}
+	if vs == nil {
+		return st, nil, st
+	}
+	return st, vs, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			vs.ServeHTTP(w, r)
+			return
+		}
+		if !c.copy {
+			writeJSON(w, http.StatusMethodNotAllowed, `{"message":"this store only serves visits"}`)
+			return
+		}
+		st.ServeHTTP(w, r)
+	})
+}
+
+// runFeeders starts the feeders' commands at once, with the phases and an
+// outage of kind down, and waits for them all: how long they took.
+func runFeeders(c config, cmds []*exec.Cmd, runs []feederRun, ng *nginx, phases []phase, at, dur time.Duration, started *atomic.Int64) (time.Duration, error) {
 	start := time.Now()
 	started.Store(start.UnixNano())
 	for k, cmd := range cmds {
@@ -309,7 +338,7 @@ func run(c config, feeder []string) (line string, exit int, err error) {
 				_ = p.Process.Kill()
 				_ = p.Wait()
 			}
-			return "", 0, err
+			return 0, err
 		}
 	}
 	stopPhases := ng.follow(phases, c.rate)
@@ -335,27 +364,9 @@ func run(c config, feeder []string) (line string, exit int, err error) {
 	elapsed := time.Since(start)
 	stopPhases()
 	if err := <-downDone; err != nil {
-		return "", 0, err
+		return 0, err
 	}
-	if waitErr != nil {
-		return "", 0, waitErr
-	}
-	// nginx writes its log as requests end: stop it first.
-	ng.stop()
-	statuses, err := ng.statuses()
-	if err != nil {
-		return "", 0, err
-	}
-	m := measure{c: c, runs: runs, elapsed: elapsed, statuses: statuses, st: st, vs: vs, clock: clock, at: at, dur: dur}
-	switch {
-	case c.visit:
-		line, err = m.visitLine(outs)
-	case c.copy:
-		line = m.copyLine()
-	default:
-		line = m.feedLine()
-	}
-	return line, m.exit(), err
+	return elapsed, waitErr
 }
 
 // waitFeeder waits for feeder k, started at start, killing it with its

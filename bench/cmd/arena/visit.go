@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,25 +77,10 @@ func (v *visitStore) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, `{"message":"no visit at `+r.URL.Path+`"}`)
 		return
 	}
-	if v.outage != nil && v.outage() {
-		if v.outageReset {
-			resetConn(w)
-			return
-		}
-		writeJSON(w, http.StatusServiceUnavailable, `{"message":"the store is out"}`)
-		return
-	}
-	if v.roll() < v.fault {
-		writeJSON(w, http.StatusServiceUnavailable, `{"message":"fault"}`)
+	if !v.admit(w) {
 		return
 	}
 	if v.inflight > 0 {
-		if v.visiting.Add(1) > v.inflight {
-			v.visiting.Add(-1)
-			v.refused.Add(1)
-			writeJSON(w, http.StatusTooManyRequests, `{"message":"Too many pending visitor sessions"}`)
-			return
-		}
 		defer v.visiting.Add(-1)
 	}
 	q := r.URL.Query()
@@ -106,32 +92,9 @@ func (v *visitStore) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, `{"message":"no bucket space '`+bs+`'"}`)
 		return
 	}
-	slices, id, wanted := number(q.Get("slices"), 1), number(q.Get("sliceId"), 0), number(q.Get("wantedDocumentCount"), 1)
-	if slices < 1 || id < 0 || id >= slices || wanted < 1 {
-		writeJSON(w, http.StatusBadRequest, `{"message":"bad slices, sliceId or wantedDocumentCount"}`)
+	buckets, next, token, ok := v.slicing(w, q)
+	if !ok {
 		return
-	}
-	next := 0 // the index of the next bucket among the slice's
-	if tok := q.Get("continuation"); tok != "" {
-		b, err := base64.RawURLEncoding.DecodeString(tok)
-		var ts, ti int
-		if err == nil {
-			_, err = fmt.Sscanf(string(b), "%d:%d:%d", &ts, &ti, &next)
-		}
-		if err != nil || ts != slices || ti != id || next < 0 {
-			writeJSON(w, http.StatusBadRequest, `{"message":"continuation token not valid for this slicing"}`)
-			return
-		}
-	}
-	var buckets []int // the slice's buckets, in order; none in the global bucket space
-	for b := id; b < v.buckets && q.Get("bucketSpace") != "global"; b += slices {
-		buckets = append(buckets, b)
-	}
-	token := func(next int) string {
-		if next >= len(buckets) {
-			return ""
-		}
-		return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d:%d:%d", slices, id, next))
 	}
 	deadline := time.Time{}
 	if v.timeout > 0 {
@@ -143,6 +106,72 @@ func (v *visitStore) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.pages.Add(1)
+	v.page(w, r, buckets, next, number(q.Get("wantedDocumentCount"), 1), deadline, token)
+}
+
+// admit answers a request the store does not take now: an outage (503 or
+// a reset), a fault (503), or past -inflight visits at once (429). A
+// visit admitted under -inflight holds a slot, which the caller gives
+// back.
+func (v *visitStore) admit(w http.ResponseWriter) bool {
+	if v.outage != nil && v.outage() {
+		if v.outageReset {
+			resetConn(w)
+			return false
+		}
+		writeJSON(w, http.StatusServiceUnavailable, `{"message":"the store is out"}`)
+		return false
+	}
+	if v.roll() < v.fault {
+		writeJSON(w, http.StatusServiceUnavailable, `{"message":"fault"}`)
+		return false
+	}
+	if v.inflight > 0 && v.visiting.Add(1) > v.inflight {
+		v.visiting.Add(-1)
+		v.refused.Add(1)
+		writeJSON(w, http.StatusTooManyRequests, `{"message":"Too many pending visitor sessions"}`)
+		return false
+	}
+	return true
+}
+
+// slicing reads the request's slice and continuation: the slice's buckets
+// (none in the global bucket space), the index of the next among them, and
+// the token of an index; it answers 400 to a bad slicing or a token of
+// another (ok false).
+func (v *visitStore) slicing(w http.ResponseWriter, q url.Values) (buckets []int, next int, token func(int) string, ok bool) {
+	slices, id, wanted := number(q.Get("slices"), 1), number(q.Get("sliceId"), 0), number(q.Get("wantedDocumentCount"), 1)
+	if slices < 1 || id < 0 || id >= slices || wanted < 1 {
+		writeJSON(w, http.StatusBadRequest, `{"message":"bad slices, sliceId or wantedDocumentCount"}`)
+		return nil, 0, nil, false
+	}
+	if tok := q.Get("continuation"); tok != "" {
+		b, err := base64.RawURLEncoding.DecodeString(tok)
+		var ts, ti int
+		if err == nil {
+			_, err = fmt.Sscanf(string(b), "%d:%d:%d", &ts, &ti, &next)
+		}
+		if err != nil || ts != slices || ti != id || next < 0 {
+			writeJSON(w, http.StatusBadRequest, `{"message":"continuation token not valid for this slicing"}`)
+			return nil, 0, nil, false
+		}
+	}
+	for b := id; b < v.buckets && q.Get("bucketSpace") != "global"; b += slices {
+		buckets = append(buckets, b)
+	}
+	token = func(next int) string {
+		if next >= len(buckets) {
+			return ""
+		}
+		return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d:%d:%d", slices, id, next))
+	}
+	return buckets, next, token, true
+}
+
+// page answers a visit of a page: the buckets from next on, until wanted
+// documents or the deadline, and the token after them; the connection
+// reset instead for a share -reset.
+func (v *visitStore) page(w http.ResponseWriter, r *http.Request, buckets []int, next, wanted int, deadline time.Time, token func(int) string) {
 	var b strings.Builder
 	b.WriteString(`{"pathId":"` + r.URL.Path + `","documents":[`)
 	count := 0
