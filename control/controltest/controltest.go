@@ -297,24 +297,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	switch {
-	case r.Method == http.MethodGet && r.URL.Path == "/status.html": // what the vespa CLI probes first
-		w.Write([]byte("<title>OK</title>\n"))
-	case r.Method == http.MethodGet && r.URL.Path == "/state/v1/version":
-		reply(w, map[string]string{"version": "8.600.1"})
-	case r.Method == http.MethodGet && len(p) == 6 && p[0] == "application" && p[2] == "tenant" && p[4] == "application":
-		s.getGeneration(w)
+	case r.Method == http.MethodGet && s.get(w, r, p):
 	case r.Method == http.MethodPost && len(p) == 5 && p[4] == "prepareandactivate":
 		s.post(w, r)
 	case r.Method == http.MethodPut && len(p) == 7 && p[4] == "session" && p[6] == "active":
 		n, _ := strconv.ParseInt(p[5], 10, 64)
 		s.put(w, n)
-	case r.Method == http.MethodGet && len(p) == 13 && p[12] == "serviceconverge":
-		s.converge(w)
-	case r.Method == http.MethodGet && len(p) == 18 && p[12] == "service" && p[15] == "state":
-		s.proxy(w, r, p[14], p[17])
 	default:
 		fail(w, http.StatusNotFound, "NOT_FOUND", "no such path: "+r.URL.Path)
 	}
+}
+
+// get serves a GET of the path whose parts are p, and reports whether the
+// path is one it serves.
+func (s *Server) get(w http.ResponseWriter, r *http.Request, p []string) bool {
+	switch {
+	case r.URL.Path == "/status.html": // what the vespa CLI probes first
+		w.Write([]byte("<title>OK</title>\n"))
+	case r.URL.Path == "/state/v1/version":
+		reply(w, map[string]string{"version": "8.600.1"})
+	case len(p) == 6 && p[0] == "application" && p[2] == "tenant" && p[4] == "application":
+		s.getGeneration(w)
+	case len(p) == 13 && p[12] == "serviceconverge":
+		s.converge(w)
+	case len(p) == 18 && p[12] == "service" && p[15] == "state":
+		s.proxy(w, r, p[14], p[17])
+	default:
+		return false
+	}
+	return true
 }
 
 // down answers as a config server that is down (Refuse: the connection

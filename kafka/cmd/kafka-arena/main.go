@@ -81,49 +81,9 @@ func run(member, url, docs string, members int, partitions int32, kill time.Dura
 		return sum
 	}
 	if kill > 0 {
-		time.Sleep(time.Until(start.Add(kill)))
-		before := c.GroupInfo("arena")
-		_ = cmds[0].Process.Kill()
-		_ = cmds[0].Wait()
-		killedAt := time.Now()
-		g, err := c.WaitGroupStable(ctx, "arena", members-1)
-		if err != nil {
+		if err := killOne(ctx, c, cmds, members, start, kill); err != nil {
 			return err
 		}
-		stable := time.Since(killedAt)
-		// The killed member's partitions: those no survivor had.
-		had := map[int32]bool{}
-		for _, m := range before.Members {
-			for _, p := range m.Assignment["ops"] {
-				had[p] = true
-			}
-		}
-		for _, m := range g.Members {
-			for _, mb := range before.Members {
-				if mb.MemberID == m.MemberID {
-					for _, p := range mb.Assignment["ops"] {
-						delete(had, p)
-					}
-				}
-			}
-		}
-		at := map[int32]int64{}
-		for p := range had {
-			at[p] = before.Commits["ops"][p].Offset
-		}
-		_, err = c.WaitGroupInfo(ctx, "arena", func(g *kfake.GroupInfo) bool {
-			for p, o := range at {
-				if cm, ok := g.Commits["ops"][p]; ok && cm.Offset > o {
-					return true // fed again, by its new owner
-				}
-			}
-			return false
-		})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(os.Stderr, "kafka-arena: killed a member at %.1fs (partitions %v); the group was stable with %d members %.2fs later, and one of its partitions was committed further %.2fs after the kill\n",
-			killedAt.Sub(start).Seconds(), keys(at), members-1, stable.Seconds(), time.Since(killedAt).Seconds())
 	}
 	if _, err := c.WaitGroupInfo(ctx, "arena", func(g *kfake.GroupInfo) bool { return committed(g) >= n }); err != nil {
 		return err
@@ -139,6 +99,56 @@ func run(member, url, docs string, members int, partitions int32, kill time.Dura
 			_ = cmd.Wait()
 		}
 	}
+	return nil
+}
+
+// killOne kills the first member at kill after start, and waits for the
+// group to be stable without it and for one of its partitions to be
+// committed further by its new owner, saying when each came.
+func killOne(ctx context.Context, c *kfake.Cluster, cmds []*exec.Cmd, members int, start time.Time, kill time.Duration) error {
+	time.Sleep(time.Until(start.Add(kill)))
+	before := c.GroupInfo("arena")
+	_ = cmds[0].Process.Kill()
+	_ = cmds[0].Wait()
+	killedAt := time.Now()
+	g, err := c.WaitGroupStable(ctx, "arena", members-1)
+	if err != nil {
+		return err
+	}
+	stable := time.Since(killedAt)
+	// The killed member's partitions: those no survivor had.
+	had := map[int32]bool{}
+	for _, m := range before.Members {
+		for _, p := range m.Assignment["ops"] {
+			had[p] = true
+		}
+	}
+	for _, m := range g.Members {
+		for _, mb := range before.Members {
+			if mb.MemberID == m.MemberID {
+				for _, p := range mb.Assignment["ops"] {
+					delete(had, p)
+				}
+			}
+		}
+	}
+	at := map[int32]int64{}
+	for p := range had {
+		at[p] = before.Commits["ops"][p].Offset
+	}
+	_, err = c.WaitGroupInfo(ctx, "arena", func(g *kfake.GroupInfo) bool {
+		for p, o := range at {
+			if cm, ok := g.Commits["ops"][p]; ok && cm.Offset > o {
+				return true // fed again, by its new owner
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "kafka-arena: killed a member at %.1fs (partitions %v); the group was stable with %d members %.2fs later, and one of its partitions was committed further %.2fs after the kill\n",
+		killedAt.Sub(start).Seconds(), keys(at), members-1, stable.Seconds(), time.Since(killedAt).Seconds())
 	return nil
 }
 

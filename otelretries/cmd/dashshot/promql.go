@@ -334,92 +334,14 @@ func (p *parser) term() (node, error) {
 	t := p.next()
 	switch {
 	case t == "sum":
-		if err := p.want("by"); err != nil {
-			return nil, err
-		}
-		if err := p.want("("); err != nil {
-			return nil, err
-		}
-		var by []string
-		for p.peek() != ")" && p.peek() != "" {
-			if tok := p.next(); tok != "," {
-				by = append(by, tok)
-			}
-		}
-		if err := p.want(")"); err != nil {
-			return nil, err
-		}
-		if err := p.want("("); err != nil {
-			return nil, err
-		}
-		e, err := p.expr()
-		if err != nil {
-			return nil, err
-		}
-		return sumBy{by, e}, p.want(")")
+		return p.sumBy()
 	case t == "rate" || t == "increase" || t == "histogram_quantile":
-		if err := p.want("("); err != nil {
-			return nil, err
-		}
-		var args []node
-		for {
-			a, err := p.expr()
-			if err != nil {
-				return nil, err
-			}
-			args = append(args, a)
-			if p.peek() != "," {
-				break
-			}
-			p.next()
-		}
-		return call{t, args}, p.want(")")
+		return p.call(t)
 	case t != "" && (unicode.IsDigit(rune(t[0])) || t[0] == '.'):
 		f, err := strconv.ParseFloat(t, 64)
 		return number(f), err
 	case t != "" && (unicode.IsLetter(rune(t[0])) || t[0] == '_'):
-		s := selector{name: t}
-		if p.peek() == "{" {
-			p.next()
-			for p.peek() != "}" && p.peek() != "" {
-				name, op, val := p.next(), p.next(), p.next()
-				if !labelName.MatchString(name) {
-					return nil, fmt.Errorf("label %q", name)
-				}
-				v, err := strconv.Unquote(val)
-				if err != nil {
-					return nil, fmt.Errorf("matcher %s%s%s: %w", name, op, val, err)
-				}
-				m := matcher{name: name, value: v}
-				switch op {
-				case "=~":
-					if m.re, err = regexp.Compile("^(?:" + v + ")$"); err != nil {
-						return nil, err
-					}
-				case "=":
-				default:
-					return nil, fmt.Errorf("matcher operator %q", op)
-				}
-				s.matchers = append(s.matchers, m)
-				if p.peek() == "," {
-					p.next()
-				}
-			}
-			if err := p.want("}"); err != nil {
-				return nil, err
-			}
-		}
-		if p.peek() == "[" {
-			p.next()
-			for p.peek() != "]" && p.peek() != "" {
-				p.next()
-			}
-			if err := p.want("]"); err != nil {
-				return nil, err
-			}
-			s.ranged = true
-		}
-		return s, nil
+		return p.selector(t)
 	case t == "(":
 		e, err := p.expr()
 		if err != nil {
@@ -428,6 +350,109 @@ func (p *parser) term() (node, error) {
 		return e, p.want(")")
 	}
 	return nil, fmt.Errorf("unexpected %q", t)
+}
+
+// sumBy reads "by (LABELS) (EXPR)" after sum.
+func (p *parser) sumBy() (node, error) {
+	if err := p.want("by"); err != nil {
+		return nil, err
+	}
+	if err := p.want("("); err != nil {
+		return nil, err
+	}
+	var by []string
+	for p.peek() != ")" && p.peek() != "" {
+		if tok := p.next(); tok != "," {
+			by = append(by, tok)
+		}
+	}
+	if err := p.want(")"); err != nil {
+		return nil, err
+	}
+	if err := p.want("("); err != nil {
+		return nil, err
+	}
+	e, err := p.expr()
+	if err != nil {
+		return nil, err
+	}
+	return sumBy{by, e}, p.want(")")
+}
+
+// call reads the arguments of the function fn, in parentheses.
+func (p *parser) call(fn string) (node, error) {
+	if err := p.want("("); err != nil {
+		return nil, err
+	}
+	var args []node
+	for {
+		a, err := p.expr()
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, a)
+		if p.peek() != "," {
+			break
+		}
+		p.next()
+	}
+	return call{fn, args}, p.want(")")
+}
+
+// selector reads the series selector of metric name: its matchers in
+// braces, and a range in brackets.
+func (p *parser) selector(name string) (node, error) {
+	s := selector{name: name}
+	if p.peek() == "{" {
+		p.next()
+		for p.peek() != "}" && p.peek() != "" {
+			m, err := p.matcher()
+			if err != nil {
+				return nil, err
+			}
+			s.matchers = append(s.matchers, m)
+			if p.peek() == "," {
+				p.next()
+			}
+		}
+		if err := p.want("}"); err != nil {
+			return nil, err
+		}
+	}
+	if p.peek() == "[" {
+		p.next()
+		for p.peek() != "]" && p.peek() != "" {
+			p.next()
+		}
+		if err := p.want("]"); err != nil {
+			return nil, err
+		}
+		s.ranged = true
+	}
+	return s, nil
+}
+
+// matcher reads one label matcher: NAME="VALUE" or NAME=~"RE".
+func (p *parser) matcher() (matcher, error) {
+	name, op, val := p.next(), p.next(), p.next()
+	if !labelName.MatchString(name) {
+		return matcher{}, fmt.Errorf("label %q", name)
+	}
+	v, err := strconv.Unquote(val)
+	if err != nil {
+		return matcher{}, fmt.Errorf("matcher %s%s%s: %w", name, op, val, err)
+	}
+	m := matcher{name: name, value: v}
+	switch op {
+	case "=~":
+		if m.re, err = regexp.Compile("^(?:" + v + ")$"); err != nil {
+			return matcher{}, err
+		}
+	case "=":
+	default:
+		return matcher{}, fmt.Errorf("matcher operator %q", op)
+	}
+	return m, nil
 }
 
 var labelName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
