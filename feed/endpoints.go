@@ -26,7 +26,7 @@ type endpoint struct {
 	routedAt           atomic.Int64 // when an operation was last routed to it, in Unix nanoseconds
 
 	// word is what the operations that failed on it wait for: its next
-	// acknowledgement or its breaker's opening (see outlast); nil while
+	// acknowledgement or its breaker's opening (see awaitWord); nil while
 	// none waits.
 	word    atomic.Pointer[word]
 	waiting atomic.Int64 // operations waiting for its word
@@ -148,7 +148,7 @@ const probeEvery = time.Second
 // breaker is closed, or, once a second, one whose breaker is open, so that
 // it gets a probe; when every breaker is open, the one routed to longest
 // ago, so that the waiting operations spread and every endpoint is probed.
-// The endpoints in skip (those that failed the operation, see detour;
+// The endpoints in skip (those that failed the operation, see again;
 // never all of them) are left out. It is called with several endpoints
 // only.
 func (c *Client) route(skip []*endpoint) *endpoint {
@@ -193,37 +193,4 @@ func (c *Client) endpointsJSON() any {
 		}
 	}
 	return out
-}
-
-// detour reports whether op, which failed on e with outcome v (its last
-// response, or nil) and err, goes to another endpoint instead of being
-// reported, and if so marks e as one that failed it. An operation can use
-// up its attempts on an endpoint before that endpoint's breaker has seen
-// enough failures to open. When its retry rule (retrySafe or retryUnsafe)
-// would still send it again, nothing it sent can have been applied or it
-// is safe to repeat, and its own context has not ended, it goes to another
-// endpoint whose breaker is closed and that has not failed it yet: at most
-// one such stay on each endpoint. Not when the feed is stopping (an outage
-// too long, a TLS error), nor when the budget refused a retry after an
-// answer; a connection that could not be made cost the server nothing, so
-// there the budget's refusal does not count. And when e's breaker opened
-// during the stay, the operation moves as it would have had the move (run
-// on a goroutine of its own) ended the stay before the retry loop gave up.
-func (c *Client) detour(ctx context.Context, e *endpoint, op *operation, st *opState, v any, err error) bool {
-	moved := errors.Is(context.Cause(ctx), errMoved) // e's breaker opened during the stay
-	switch {
-	case !e.multi, ctx.Err() != nil && !moved, st.unknown(op), !retriedAgain(op, v, err):
-		return false
-	case moved:
-		return true
-	case errors.As(err, new(*refusedAfter)) && !isDialError(err):
-		return false
-	}
-	for _, o := range c.endpoints {
-		if o != e && !slices.Contains(st.failedOn, o) && o.breaker.State() == retries.BreakerClosed {
-			st.failedOn = append(st.failedOn, e)
-			return true
-		}
-	}
-	return false
 }

@@ -115,7 +115,7 @@ func TestFeedOutageObserved(t *testing.T) {
 	got := map[string]int64{}
 	outcomes.Range(func(k, v any) bool { got[k.(string)] = v.(*atomic.Int64).Load(); return true })
 	// A call that gave up before the breaker opened went round again (see
-	// outlast): one success per document, and nothing but those two.
+	// awaitWord): one success per document, and nothing but those two.
 	others := 0
 	for k := range got {
 		if k != "DocV1 success" && k != "Throttle success" && k != "DocV1 gave_up" {

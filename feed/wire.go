@@ -254,7 +254,7 @@ var (
 // retriedAgain reports whether op's retry rule (retrySafe or retryUnsafe)
 // would send it again after the outcome v (its last response, or nil) and
 // err, and err is not a stop of the whole feed (see isFeedStop): then it
-// may go round again (see detour and outlast).
+// may go round again (see again).
 func retriedAgain(op *operation, v any, err error) bool {
 	rule := retryUnsafe
 	if op.safe {
