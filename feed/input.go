@@ -174,8 +174,7 @@ func parseOp(obj []byte, line int) (*operation, error) {
 	op.condition, op.create = string(t.condition), t.create
 	op.safe = true
 	if op.kind == Update {
-		repeats, _ := updates.Repeats(t.fields) // an update it cannot read repeats
-		op.safe = len(t.condition) == 0 && !repeats
+		op.safe = len(t.condition) == 0 && !repeats(t.fields)
 	}
 	return op, nil
 }
@@ -247,6 +246,14 @@ func unknownKey(key []byte) error {
 		}
 	}
 	return fmt.Errorf("unknown key %q", key)
+}
+
+// repeats reports whether an update's fields, which the reader found well
+// formed, change a document again when applied twice (package updates'
+// rule); what it cannot read counts as such.
+func repeats(fields []byte) bool {
+	r, _ := updates.RepeatsWellFormed(fields)
+	return r
 }
 
 // documentPath maps a document id to its document/v1 path, each part

@@ -375,24 +375,32 @@ func (s *objectScanner) scan() error {
 		c := s.win[s.pos]
 		switch s.state {
 		case stString:
-			if done, err := s.stringRun(); !done || err != nil {
-				return err
+			// The common case: plain characters up to the closing quote.
+			i := s.pos
+			for ; i < s.end; i++ {
+				if c = s.win[i]; c < 0x20 || c == '"' || c == '\\' {
+					break
+				}
 			}
-		case stEscape:
-			switch c {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				s.state = stString
-			case 'u':
-				s.state, s.hex = stHex, 4
+			if s.pos = i; i == s.end {
+				return nil
+			}
+			switch {
+			case c == '"':
+				s.state = stCommaOrClose
+				if s.inKey {
+					s.state = stColon
+				}
+			case c == '\\':
+				s.state = stEscape
+			case c == '\n':
+				return s.syntax("a line break inside a string")
 			default:
-				return s.syntax(fmt.Sprintf("invalid escape '\\%c' in a string", c))
+				return s.syntax(fmt.Sprintf("control character %#02x inside a string", c))
 			}
-		case stHex:
-			if !isHex(c) {
-				return s.syntax(fmt.Sprintf("%s in a \\u escape: want a hex digit", quoteChar(c)))
-			}
-			if s.hex--; s.hex == 0 {
-				s.state = stString
+		case stEscape, stHex:
+			if err := s.escape(c); err != nil {
+				return err
 			}
 		case stLiteral:
 			if c != s.lit[0] {
@@ -422,34 +430,27 @@ func (s *objectScanner) scan() error {
 	return nil
 }
 
-// stringRun reads a string's plain characters up to the closing quote, a
-// backslash or the window's end, and takes the character it stopped at:
-// done is false when the window ended first.
-func (s *objectScanner) stringRun() (done bool, err error) {
-	i := s.pos
-	var c byte
-	for ; i < s.end; i++ {
-		if c = s.win[i]; c < 0x20 || c == '"' || c == '\\' {
-			break
+// escape takes c in a string's escape: after the backslash (stEscape), or
+// one of a \u escape's four hex digits (stHex).
+func (s *objectScanner) escape(c byte) error {
+	if s.state == stHex {
+		if !isHex(c) {
+			return s.syntax(fmt.Sprintf("%s in a \\u escape: want a hex digit", quoteChar(c)))
 		}
-	}
-	if s.pos = i; i == s.end {
-		return false, nil
-	}
-	switch {
-	case c == '"':
-		s.state = stCommaOrClose
-		if s.inKey {
-			s.state = stColon
+		if s.hex--; s.hex == 0 {
+			s.state = stString
 		}
-	case c == '\\':
-		s.state = stEscape
-	case c == '\n':
-		return true, s.syntax("a line break inside a string")
+		return nil
+	}
+	switch c {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		s.state = stString
+	case 'u':
+		s.state, s.hex = stHex, 4
 	default:
-		return true, s.syntax(fmt.Sprintf("control character %#02x inside a string", c))
+		return s.syntax(fmt.Sprintf("invalid escape '\\%c' in a string", c))
 	}
-	return true, nil
+	return nil
 }
 
 // structural handles c in a state between tokens, advancing pos past it:

@@ -32,7 +32,17 @@ var repeating = map[string]bool{
 // operations, or an operation Vespa does not have): such fields count as
 // repeating. It allocates nothing for well-formed fields.
 func Repeats(fields []byte) (bool, error) {
-	if !json.Valid(fields) || first(fields) != '{' {
+	if !json.Valid(fields) {
+		return true, errors.New(`"fields" is not a JSON object`)
+	}
+	return RepeatsWellFormed(fields)
+}
+
+// RepeatsWellFormed is Repeats for fields already known to be well-formed
+// JSON (a feed's input, which its reader checked): it does not check the
+// syntax again.
+func RepeatsWellFormed(fields []byte) (bool, error) {
+	if first(fields) != '{' {
 		return true, errors.New(`"fields" is not a JSON object`)
 	}
 	repeats := false
