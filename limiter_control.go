@@ -274,7 +274,9 @@ func (c *control) onBackpressure(s sample, now time.Duration) {
 			c.slowCut = now
 		}
 	}
-	if !s.batched && s.sent >= c.rampEnd {
+	// Attempts sent within a round trip of the ramp's end were granted at
+	// its peak: their backpressure answers the overshoot, not a wall.
+	if !s.batched && s.sent >= c.rampEnd+time.Duration(c.latency.srtt) {
 		c.wall.record(s.n, true, now)
 		c.wallAt = c.wall.at(c.share, now)
 		c.capAtWall()

@@ -120,32 +120,45 @@ func TestLimiterStartsFull(t *testing.T) {
 // granted a request. Backpressure for the overshoot is no evidence of a
 // wall: from the client, the wall is the 512 slots and the requests on
 // their way (about 2.6 ms of a 22.6 ms round trip), about 570, and the
-// count in flight must reach it within the wall's bucket (1/32 below it)
-// in all seeds but one, at most (the server's count varies with the
-// delays, so a wall may be seen below it at steady state too, rarely). A
-// wall taken from the overshoot's counts held the limit at 543.5 in three
-// or four seeds of eight, until its evidence decayed (wallMemory).
+// limit must reach it within the wall's bucket (1/32 below it) in all
+// seeds but one, at most (the server's count varies with the delays, so a
+// wall may be seen below it at steady state too, rarely). A wall taken
+// from the overshoot's counts held the limit at 543.5 in three or four
+// seeds of eight, until its evidence decayed (wallMemory).
+//
+// The limit, not the count in flight at the end of each second: the rate
+// limit that backpressure turns on oscillates around the server's rate,
+// and a snapshot taken while it binds counted 490–544 in flight under a
+// limit of 559–597, with the seconds' throughput at capacity all the same
+// (two seeds of eight, once, in a loaded run of the whole package).
 func TestLimiterWallAfterOvershoot(t *testing.T) {
 	t.Parallel()
 	const want = 553 // 512 × (1 + 2.6/22.6) × 31/32
-	var medians []int
+	var medians []float64
 	for seed := range uint64(8) {
 		synctest.Test(t, func(t *testing.T) {
 			srv := &slotServer{k: 512, service: 20 * time.Millisecond, net: 200 * time.Microsecond, overtake: 5 * time.Millisecond,
 				jitter: 0.1, rng: rand.New(rand.NewPCG(seed, 7))}
 			l := retries.NewLimiter(retries.LimiterConfig{MaxInFlight: 4096})
 			r := drive(t, l, srv, 1024, 4, nil)
-			median, _ := r.inFlight(1)
+			var limits []float64
+			for _, s := range r.stats[1:] {
+				limits = append(limits, s.Limit)
+			}
+			slices.Sort(limits)
+			median := limits[len(limits)/2]
 			medians = append(medians, median)
 			if median < want {
+				ok, _ := r.share(1, 4)
 				r.log(t)
+				t.Logf("seed %d: limit median %.1f, %.0f/s from 1 s to 4 s", seed, median, ok)
 			}
 		})
 	}
 	slices.Sort(medians)
-	t.Logf("in flight from 1 s to 4 s, medians of seconds by seed: %d", medians)
+	t.Logf("the limit from 1 s to 4 s, medians of seconds by seed: %.1f", medians)
 	if medians[1] < want {
-		t.Errorf("in flight from 1 s to 4 s: medians %d by seed; want all but one at least %d", medians, want)
+		t.Errorf("the limit from 1 s to 4 s: medians %.1f by seed; want all but one at least %d", medians, want)
 	}
 }
 
