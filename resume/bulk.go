@@ -22,6 +22,10 @@ type BulkOf struct {
 	// URLs are the endpoints, as the checkpoint records them: without
 	// passwords, in a fixed order.
 	URLs []string
+	// Share is the part of the run this one is, when it is split across
+	// processes (visit.Config.Share): each share has its own checkpoint,
+	// and its own run id.
+	Share visit.Share
 }
 
 // kind is the checkpoint's kind: "delete" or "update".
@@ -46,6 +50,7 @@ type bulkState struct {
 	Processed    int64           `json:"processed"` // the documents the server said it processed, runs before a resume included
 	Progress     visit.Progress  `json:"progress"`
 	Complete     bool            `json:"complete,omitempty"`
+	Share        string          `json:"share,omitempty"` // I/W; none for the whole run
 }
 
 // A Bulk keeps the checkpoint of a delete or an update by selection
@@ -73,7 +78,7 @@ type Bulk struct {
 // that cannot be written is refused before anything is sent.
 func OpenBulk(path string, of BulkOf, slices int) (*Bulk, error) {
 	st := bulkState{Version: 1, Cluster: of.Cluster, Selection: of.Selection, Update: compactJSON(of.Update), Namespace: of.Namespace,
-		DocumentType: of.DocumentType, Marker: of.Marker, URLs: of.URLs}
+		DocumentType: of.DocumentType, Marker: of.Marker, URLs: of.URLs, Share: shareOf(of.Share)}
 	b := &Bulk{path: path, kind: of.kind(), st: st}
 	if err := b.open(slices); err != nil {
 		b.hold.release()
@@ -121,6 +126,9 @@ func (b *Bulk) resume(c envelope, nSlices int) error {
 		return fmt.Errorf("%s was made for a %s through other endpoints: a continuation token of one Vespa means nothing to another; give the endpoints it had, or remove it to start again", b.path, kind)
 	}
 	if err := checkSlices(b.path, kind, prev.Progress, nSlices); err != nil {
+		return err
+	}
+	if err := checkShare(b.path, prev.Share, st.Share); err != nil {
 		return err
 	}
 	b.st, b.start = prev, Start{Resumed: true, Complete: prev.Complete, Before: prev.Processed}

@@ -24,6 +24,9 @@ type CopyOf struct {
 	// From and To are the endpoints of the source and the destination, as
 	// the checkpoint records them: without passwords, in a fixed order.
 	From, To []string
+	// Share is the part of the copy this one is, when it is split across
+	// processes (visit.Config.Share): each share has its own checkpoint.
+	Share visit.Share
 }
 
 // copyState is the state of a copy's checkpoint (kind "copy"): what is
@@ -39,6 +42,7 @@ type copyState struct {
 	Documents int64          `json:"documents"` // done before this point: acknowledged, or written to the failed file
 	Progress  visit.Progress `json:"progress"`
 	Complete  bool           `json:"complete,omitempty"`
+	Share     string         `json:"share,omitempty"` // I/W; none for the whole copy
 }
 
 // copyQueued bounds the documents visited and not yet taken by the feed,
@@ -71,6 +75,7 @@ type Copier struct {
 	visited atomic.Int64
 	acked   atomic.Int64
 	slices  atomic.Int64 // done, as the last page handed out says
+	others  int          // the other shares' slices, which the progress holds as done
 
 	mu      sync.Mutex
 	changed *sync.Cond
@@ -100,9 +105,10 @@ type copyMark struct {
 // Copier holds it until Close: another run that opens it meanwhile gets
 // an error wrapping ErrHeld.
 func OpenCopy(path string, of CopyOf, slices int) (*Copier, error) {
-	st := copyState{Version: 1, Cluster: of.Cluster, Selection: of.Selection, FieldSet: of.FieldSet, From: of.From, To: of.To}
+	st := copyState{Version: 1, Cluster: of.Cluster, Selection: of.Selection, FieldSet: of.FieldSet, From: of.From, To: of.To, Share: shareOf(of.Share)}
 	c := &Copier{led: ledger.New(nil), path: path, queues: map[int][]visit.Document{}, ords: map[int][]int64{}}
 	c.changed = sync.NewCond(&c.mu)
+	c.others = slices - of.Share.Count(slices)
 	if path != "" {
 		h, ck, found, err := holdAndRead(path, "copy")
 		if err != nil {
@@ -112,6 +118,9 @@ func OpenCopy(path string, of CopyOf, slices int) (*Copier, error) {
 			st, err = readCopy(ck, path, st)
 			if err == nil {
 				err = checkSlices(path, "copy", st.Progress, slices)
+			}
+			if err == nil {
+				err = checkShare(path, st.Share, shareOf(of.Share))
 			}
 			if err != nil {
 				h.release()
@@ -161,8 +170,8 @@ type CopyStats struct {
 	// those the checkpoint counts done (acknowledged, or written to the
 	// failed file), Before included.
 	Before, Done int64
-	// SlicesDone are the slices visited to their end, as the last page
-	// visited says.
+	// SlicesDone are the slices of the copy (of its share, with one)
+	// visited to their end, as the last page visited says.
 	SlicesDone int
 }
 
@@ -258,7 +267,7 @@ func (c *Copier) page(pg visit.Page) error {
 	}
 	c.queued += len(pg.Documents)
 	c.visited.Add(int64(len(pg.Documents)))
-	c.slices.Store(int64(pg.Progress.SlicesDone()))
+	c.slices.Store(int64(pg.Progress.SlicesDone() - c.others))
 	c.marks = append(c.marks, copyMark{last: c.next - 1, prog: pg.Progress})
 	c.changed.Broadcast()
 	return nil

@@ -82,6 +82,30 @@ func checkSlices(path, kind string, p visit.Progress, n int) error {
 	return nil
 }
 
+// shareOf is how a checkpoint records s: "" for the whole job.
+func shareOf(s visit.Share) string {
+	if s.Of <= 1 {
+		return ""
+	}
+	return s.String()
+}
+
+// checkShare refuses to resume the checkpoint at path, of the share had
+// ("" for the whole job), as the share want: each share has its own
+// checkpoint.
+func checkShare(path, had, want string) error {
+	if had == want {
+		return nil
+	}
+	name := func(s string) string {
+		if s == "" {
+			return "the whole job"
+		}
+		return "share " + s
+	}
+	return fmt.Errorf("%s is the checkpoint of %s, not of %s: each share has its own checkpoint", path, name(had), name(want))
+}
+
 // release lets the hold go; a nil hold has nothing to let go.
 func (h *hold) release() error {
 	if h == nil || h.f == nil {

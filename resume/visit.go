@@ -25,6 +25,10 @@ type VisitOf struct {
 	URLs []string
 	// Output is the path of the file the documents go to.
 	Output string
+	// Share is the part of the visit this one is, when it is split
+	// across processes (visit.Config.Share): each share has its own
+	// checkpoint and output.
+	Share visit.Share
 }
 
 // visitState is the state of a visit's checkpoint (kind "visit"): what is
@@ -41,6 +45,7 @@ type visitState struct {
 	Documents  int64          `json:"documents"`
 	Progress   visit.Progress `json:"progress"`
 	Complete   bool           `json:"complete,omitempty"`
+	Share      string         `json:"share,omitempty"` // I/W; none for the whole visit
 }
 
 // visitSaveEvery is the least time between two checkpoints of a visit:
@@ -82,7 +87,7 @@ type Visitor struct {
 // writes it before OpenVisit returns, so that a checkpoint that cannot be
 // written is refused before anything is visited.
 func OpenVisit(path string, of VisitOf, slices int) (*Visitor, error) {
-	v := &Visitor{path: path, st: visitState{Version: 1, Cluster: of.Cluster, Selection: of.Selection, FieldSet: of.FieldSet, Output: of.Output, URLs: of.URLs}}
+	v := &Visitor{path: path, st: visitState{Version: 1, Cluster: of.Cluster, Selection: of.Selection, FieldSet: of.FieldSet, Output: of.Output, URLs: of.URLs, Share: shareOf(of.Share)}}
 	if err := v.open(slices); err != nil {
 		if v.out != nil {
 			v.out.Close()
@@ -130,6 +135,9 @@ func (v *Visitor) resume(c envelope, nSlices int) error {
 		return fmt.Errorf("%s was made for a visit of other endpoints: a continuation token of one Vespa means nothing to another, and the output would mix two corpora; give the endpoints it had, or remove it to visit again", v.path)
 	}
 	if err := checkSlices(v.path, "visit", prev.Progress, nSlices); err != nil {
+		return err
+	}
+	if err := checkShare(v.path, prev.Share, st.Share); err != nil {
 		return err
 	}
 	prev.URLs = st.URLs

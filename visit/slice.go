@@ -18,12 +18,20 @@ import (
 // (*StatusError) or a slice gets nothing for longer than MaxOutage, or
 // when ctx ends; with the progress covering every page that page accepted.
 func (c *Client) Visit(ctx context.Context, from Progress, page func(Page) error) (Progress, error) {
-	n := c.cfg.Slices
+	n, share := c.cfg.Slices, c.cfg.Share
 	switch {
 	case from.Slices == 0:
 		from = Progress{Slices: n, Tokens: make([]string, n), Done: make([]bool, n)}
+		for i := range n {
+			from.Done[i] = !share.Has(i) // another share's
+		}
 	case from.Slices != n || len(from.Tokens) != n || len(from.Done) != n || (from.Seen != nil && len(from.Seen) != n):
 		return from, fmt.Errorf("visit: the progress is of %d slices, not %d", from.Slices, n)
+	}
+	for i := range n {
+		if !share.Has(i) && !from.Done[i] {
+			return from, fmt.Errorf("visit: the progress is not of share %s: slice %d, another share's, is not done", share, i)
+		}
 	}
 	from = from.clone()
 	if from.Seen == nil {
@@ -45,7 +53,11 @@ func (c *Client) Visit(ctx context.Context, from Progress, page func(Page) error
 		if prog.Done[i] {
 			continue
 		}
-		s := newSlice(i, c.endpoints[i%len(c.endpoints)], from.Tokens[i], from.Seen[i], &c.heard)
+		k := i // the slice's turn among the share's, which go round the endpoints
+		if share.Of > 1 {
+			k = i / share.Of
+		}
+		s := newSlice(i, c.endpoints[k%len(c.endpoints)], from.Tokens[i], from.Seen[i], &c.heard)
 		wg.Go(func() {
 			err := c.run(ctx, s, func(docs []Document, m mark) bool {
 				r := result{slice: i, docs: docs, mark: m, ack: make(chan bool, 1)}

@@ -47,7 +47,8 @@ import (
 type Config struct {
 	URL string // the endpoint, such as http://localhost:8080
 	// URLs, if not empty, are several endpoints in place of URL: slice i
-	// is visited through URLs[i%len(URLs)], each endpoint with its own
+	// is visited through URLs[i%len(URLs)] (with a Share, its k-th slice
+	// through URLs[k%len(URLs)]), each endpoint with its own
 	// gate and breaker.
 	URLs    []string
 	Cluster string // the content cluster to visit; required
@@ -62,6 +63,10 @@ type Config struct {
 	// as the server allows (its 429s teach the gate how many); 0: 1. A
 	// Progress holds to it.
 	Slices int
+	// Share, if not zero, is the part of the Slices this Client visits,
+	// when the visit is split across processes; its slices go round the
+	// URLs in turn. A Progress holds to it too.
+	Share Share
 	// WantedDocumentCount is a request's documents, best effort (a page
 	// holds whole buckets); 0: 1000.
 	WantedDocumentCount int
@@ -215,6 +220,9 @@ func New(cfg Config) (*Client, error) {
 		return nil, errors.New("visit: Namespace and DocumentType go together")
 	}
 	cfg.Slices = max(cfg.Slices, 1)
+	if err := cfg.Share.check(cfg.Slices); err != nil {
+		return nil, err
+	}
 	if cfg.WantedDocumentCount <= 0 {
 		cfg.WantedDocumentCount = 1000
 	}
@@ -245,8 +253,9 @@ func New(cfg Config) (*Client, error) {
 		}
 	})
 	outer := DefaultOuter.Copy(retries.WithBudget(cfg.Budget), heard)
+	mine := cfg.Share.Count(cfg.Slices)
 	for i, s := range urls {
-		share := (cfg.Slices - i + len(urls) - 1) / len(urls) // the slices visited through it
+		share := (mine - i + len(urls) - 1) / len(urls) // the slices visited through it
 		ep := &endpoint{base: strings.TrimRight(s, "/"), breaker: retries.NewBreaker(retries.BreakerConfig{}), gate: newGate(max(share, 1))}
 		base := http.DefaultTransport.(*http.Transport).Clone()
 		base.TLSClientConfig = cfg.TLS

@@ -22,6 +22,7 @@ type bulkFlags struct {
 	namespace, docType  string
 	update, marker      string // update only
 	slices              int
+	share               shareFlag
 	checkpoint          string
 	maxOutage, progress time.Duration
 	quiet, verify       bool
@@ -54,6 +55,7 @@ func addBulkFlags(fs *flag.FlagSet, f *bulkFlags, update bool) {
 	// slices' remainders one after the other; with 4 visitors served at
 	// once, 8 slices took 10.2 s, 16 took 8.3 s and 32 took 8.5 s for
 	// 7.7 s of work (docs/bulk.md).
+	addShareFlag(fs, &f.share, verb)
 	fs.IntVar(&f.slices, "slices", 16, "split the corpus into `N` slices, processed at once as the server allows (fixed for a -checkpoint)")
 	fs.StringVar(&f.checkpoint, "checkpoint", "", "keep `FILE` up to date with how far the run is, and resume from it when it exists")
 	fs.BoolVar(&f.verify, "verify", false, "at the end, visit the selection again and say how many documents still match (0 once done)")
@@ -77,6 +79,7 @@ func runBulk(ctx context.Context, args []string, update bool, stdout, stderr io.
 	if err != nil {
 		return err
 	}
+	f.slices = shareSlices(fset, f.share, f.slices)
 	if err := f.check(name, update, pos); err != nil {
 		return err
 	}
@@ -88,7 +91,7 @@ func runBulk(ctx context.Context, args []string, update bool, stdout, stderr io.
 	if err != nil {
 		return setupErrorf("%s: %v", name, err)
 	}
-	cfg := visit.Config{URLs: f.urls, Cluster: f.cluster, Selection: f.selection, Slices: f.slices, Header: header, TLS: tlsCfg,
+	cfg := visit.Config{URLs: f.urls, Cluster: f.cluster, Selection: f.selection, Slices: f.slices, Share: f.share.share, Header: header, TLS: tlsCfg,
 		MaxOutage: orNone(f.maxOutage), Log: stderr, LogPrefix: "retries " + name + ": "}
 	if f.count {
 		cfg.Namespace, cfg.DocumentType = f.namespace, f.docType
@@ -101,7 +104,7 @@ func runBulk(ctx context.Context, args []string, update bool, stdout, stderr io.
 		return nil
 	}
 	b, err := resume.OpenBulk(f.checkpoint, resume.BulkOf{Cluster: f.cluster, Selection: f.selection, Update: proc.Update,
-		Namespace: f.namespace, DocumentType: f.docType, Marker: f.marker, URLs: endpoints(f.urls)}, f.slices)
+		Namespace: f.namespace, DocumentType: f.docType, Marker: f.marker, URLs: endpoints(f.urls), Share: f.share.share}, f.slices)
 	if err != nil {
 		return setupErrorf("%s: -checkpoint: %v", name, err)
 	}
@@ -125,7 +128,7 @@ func runBulk(ctx context.Context, args []string, update bool, stdout, stderr io.
 		f.progress = 0
 	}
 	start := time.Now()
-	prog := &visitProgress{slices: f.slices, maxOutage: f.maxOutage}
+	prog := newVisitProgress(f.slices, f.share.share, f.maxOutage)
 	prog.docs.Store(begun.Before)
 	stopProgress := prog.start(stderr, name, f.progress, start, c.Stats)
 	err = b.Run(ctx, c, prog.note)
@@ -154,7 +157,7 @@ func (f *bulkFlags) check(name string, update bool, pos []string) error {
 	case f.maxOutage < 0 || f.progress < 0:
 		return usageErrorf("%s: -max-outage and -progress must not be negative", name)
 	}
-	return nil
+	return checkShare(name, f.share, f.slices)
 }
 
 // process returns the run's processing: a delete, or the update of

@@ -23,6 +23,7 @@ type copyFlags struct {
 	from                         urlsFlag
 	cluster, selection, fieldSet string
 	slices                       int
+	share                        shareFlag
 	checkpoint                   string
 	fromHeader                   headerFlag
 	fromHeaderFile               string
@@ -37,6 +38,7 @@ func addCopyFlags(fs *flag.FlagSet, f *copyFlags) {
 	fs.StringVar(&f.selection, "selection", "", "copy the documents that match the document selection `EXPR`")
 	fs.StringVar(&f.fieldSet, "field-set", "", "the field set `FS` of each document copied, such as music:[document]")
 	fs.IntVar(&f.slices, "slices", 8, "split the source into `N` slices, visited at once as it allows (fixed for a -checkpoint)")
+	addShareFlag(fs, &f.share, "copy")
 	fs.StringVar(&f.checkpoint, "checkpoint", "", "keep `FILE` up to date with how far the copy is, past the documents the destination acknowledged, and resume from it when it exists")
 	fs.Var(&f.fromHeader, "from-header", "send the header `'Name: value'` with every request to the source (repeatable); never printed")
 	fs.StringVar(&f.fromHeaderFile, "from-header-file", "", "read the source's headers from `FILE`, one 'Name: value' a line; never printed")
@@ -62,6 +64,9 @@ func (f *copyFlags) check(pos []string) error {
 	case f.to.failed != "" && f.checkpoint != "" && sameFile(f.checkpoint, f.to.failed):
 		return usageErrorf("copy: -checkpoint and -failed name the same file")
 	}
+	if err := checkShare("copy", f.share, f.slices); err != nil {
+		return err
+	}
 	return f.to.check([]string{"-"})
 }
 
@@ -81,7 +86,7 @@ func (f *copyFlags) source(stderr io.Writer) (*visit.Client, error) {
 	// little ahead of what the destination acknowledged (a stream runs on
 	// into the socket's buffers), and a copy killed visits little again.
 	src, err := visit.New(visit.Config{URLs: f.from, Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet,
-		Slices: f.slices, Pages: true, Header: f.fromHeader.h, TLS: srcTLS, MaxOutage: orNone(f.to.maxOutage),
+		Slices: f.slices, Share: f.share.share, Pages: true, Header: f.fromHeader.h, TLS: srcTLS, MaxOutage: orNone(f.to.maxOutage),
 		WantedDocumentCount: copyPage, Log: stderr, LogPrefix: "retries copy: the source: "})
 	if err != nil {
 		return nil, usageErrorf("copy: -from: %v", err)
@@ -98,6 +103,7 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	f.slices = shareSlices(fset, f.share, f.slices)
 	if err := f.check(pos); err != nil {
 		return err
 	}
@@ -111,7 +117,7 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	of := resume.CopyOf{Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet, From: endpoints(f.from), To: endpoints(f.to.urls)}
+	of := resume.CopyOf{Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet, From: endpoints(f.from), To: endpoints(f.to.urls), Share: f.share.share}
 	cp, err := resume.OpenCopy(f.checkpoint, of, f.slices)
 	if err != nil {
 		return setupErrorf("copy: -checkpoint: %v", err)
@@ -140,8 +146,10 @@ func runCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		defer failed.Close()
 		cfg.Failed = failed
 	}
-	cfg.ProgressLine = func(p feed.Progress) string { return copyLine(p, cp.Stats(), src.Stats(), f.slices, f.to.maxOutage) }
-	cfg.ProgressKeys = func() map[string]any { return copyKeys(cp.Stats(), src.Stats(), f.slices) }
+	cfg.ProgressLine = func(p feed.Progress) string {
+		return copyLine(p, cp.Stats(), src.Stats(), f.share.share.Count(f.slices), f.to.maxOutage)
+	}
+	cfg.ProgressKeys = func() map[string]any { return copyKeys(cp.Stats(), src.Stats(), f.share.share.Count(f.slices)) }
 	dst, err := feed.New(cfg)
 	if err != nil {
 		return usageErrorf("copy: -to: %v", err)

@@ -23,6 +23,7 @@ type visitFlags struct {
 	cluster, selection, fieldSet string
 	pages                        bool
 	slices                       int
+	share                        shareFlag
 	out, checkpoint              string
 	maxOutage, progress          time.Duration
 	quiet                        bool
@@ -36,6 +37,7 @@ func addVisitFlags(fs *flag.FlagSet, f *visitFlags) {
 	fs.StringVar(&f.selection, "selection", "", "visit the documents that match the document selection `EXPR`")
 	fs.StringVar(&f.fieldSet, "field-set", "", "the field set `FS` of each document, such as music:[document]")
 	fs.IntVar(&f.slices, "slices", 8, "split the corpus into `N` slices, visited at once as the server allows (fixed for a -checkpoint)")
+	addShareFlag(fs, &f.share, "visit")
 	fs.BoolVar(&f.pages, "pages", false, "ask for JSON pages instead of a stream of JSON lines")
 	fs.StringVar(&f.out, "o", "", "write the documents to `FILE` as feed lines; default stdout")
 	fs.StringVar(&f.checkpoint, "checkpoint", "", "keep `FILE` up to date with how far the visit is, and resume from it when it exists (needs -o)")
@@ -54,6 +56,7 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	f.slices = shareSlices(fset, f.share, f.slices)
 	if err := f.check(pos); err != nil {
 		return err
 	}
@@ -63,7 +66,7 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	stderr = &syncWriter{w: stderr} // the visit's log and the progress lines write at once
 	c, err := visit.New(visit.Config{URLs: f.urls, Pages: f.pages, Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet,
-		Slices: f.slices, Header: header, TLS: tlsCfg, MaxOutage: orNone(f.maxOutage), Log: stderr})
+		Slices: f.slices, Share: f.share.share, Header: header, TLS: tlsCfg, MaxOutage: orNone(f.maxOutage), Log: stderr})
 	if err != nil {
 		return usageErrorf("visit: %v", err)
 	}
@@ -71,12 +74,12 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		f.progress = 0
 	}
 	start := time.Now()
-	prog := &visitProgress{slices: f.slices, maxOutage: f.maxOutage}
+	prog := newVisitProgress(f.slices, f.share.share, f.maxOutage)
 	if f.out == "" {
 		err := visitToStdout(ctx, c, prog, f.progress, start, stdout, stderr)
 		return visitExit(ctx, err, prog, start, stderr)
 	}
-	v, err := resume.OpenVisit(f.checkpoint, resume.VisitOf{Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet, URLs: endpoints(f.urls), Output: f.out}, f.slices)
+	v, err := resume.OpenVisit(f.checkpoint, resume.VisitOf{Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet, URLs: endpoints(f.urls), Output: f.out, Share: f.share.share}, f.slices)
 	if err != nil {
 		return setupErrorf("visit: %v", err)
 	}
@@ -129,7 +132,7 @@ func (f *visitFlags) check(pos []string) error {
 	case f.maxOutage < 0 || f.progress < 0:
 		return usageErrorf("visit: -max-outage and -progress must not be negative")
 	}
-	return nil
+	return checkShare("visit", f.share, f.slices)
 }
 
 // visitToStdout visits with c to stdout: nothing to resume.

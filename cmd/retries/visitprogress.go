@@ -29,14 +29,26 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 type visitProgress struct {
 	docs       atomic.Int64
 	slicesDone atomic.Int64
-	slices     int
+	slices     int    // this run's: its share's
+	others     int    // the other shares' slices, which its progress holds as done
+	share      string // "I/W", or "" for the whole run
 	maxOutage  time.Duration
+}
+
+// newVisitProgress returns the progress of a run of slices slices in all,
+// of which share is this run's.
+func newVisitProgress(slices int, share visit.Share, maxOutage time.Duration) *visitProgress {
+	p := &visitProgress{slices: share.Count(slices), maxOutage: maxOutage}
+	if share.Of > 1 {
+		p.others, p.share = slices-p.slices, share.String()
+	}
+	return p
 }
 
 // note records a page handed out.
 func (p *visitProgress) note(pg visit.Page) {
 	p.docs.Add(int64(len(pg.Documents) + pg.Processed))
-	p.slicesDone.Store(int64(pg.Progress.SlicesDone()))
+	p.slicesDone.Store(int64(pg.Progress.SlicesDone() - p.others))
 }
 
 // line is the progress line of the visit, elapsed after its start, with
@@ -44,7 +56,11 @@ func (p *visitProgress) note(pg visit.Page) {
 // documents, 400/s, 2 of 8 slices done, 5 throttled (429)", and while
 // the requests fail, for how long, why and how long the visit waits more.
 func (p *visitProgress) line(name string, elapsed time.Duration, rate float64, s visit.Stats) string {
-	l := fmt.Sprintf("%s %5.1fs: %d documents, %.0f/s, %d of %d slices done", name, elapsed.Seconds(), p.docs.Load(), rate, p.slicesDone.Load(), p.slices)
+	of := ""
+	if p.share != "" {
+		of = " of share " + p.share
+	}
+	l := fmt.Sprintf("%s %5.1fs: %d documents, %.0f/s, %d of %d slices%s done", name, elapsed.Seconds(), p.docs.Load(), rate, p.slicesDone.Load(), p.slices, of)
 	if s.Throttled > 0 {
 		l += fmt.Sprintf(", %d throttled (429)", s.Throttled)
 	}
