@@ -80,7 +80,7 @@ var commands = []command{
 	},
 	{
 		name:     "visit",
-		synopsis: "visit -url URL [-url URL…] -cluster CLUSTER [-selection EXPR] [-field-set FS] [-slices N] [-pages] [-o FILE [-checkpoint FILE]] [-header 'Name: value'] [-header-file FILE] [-cert FILE -key FILE] [-ca FILE] [-max-outage D] [-progress D] [-q]",
+		synopsis: "visit -url URL [-url URL…] -cluster CLUSTER [-selection EXPR] [-field-set FS] [-slices N] [-share I/W] [-pages] [-o FILE [-checkpoint FILE]] [-header 'Name: value'] [-header-file FILE] [-cert FILE -key FILE] [-ca FILE] [-max-outage D] [-progress D] [-q]",
 		about: "Reads the documents of a content cluster out through document/v1's\n" +
 			"visits, N slices at once as the server allows, and writes them as feed\n" +
 			"lines that retries feed reads back. With -checkpoint, the same command\n" +
@@ -91,7 +91,7 @@ var commands = []command{
 	},
 	{
 		name:     "copy",
-		synopsis: "copy -from URL [-from URL…] -to URL [-to URL…] -cluster CLUSTER [-selection EXPR] [-field-set FS] [-slices N] [-checkpoint FILE] [-from-header 'Name: value'] [-from-header-file FILE] [-from-cert FILE -from-key FILE] [-from-ca FILE] [the feed's flags for the destination: -failed FILE, -max-outage D, -concurrency N, -http2, -header, -cert, …]",
+		synopsis: "copy -from URL [-from URL…] -to URL [-to URL…] -cluster CLUSTER [-selection EXPR] [-field-set FS] [-slices N] [-share I/W] [-checkpoint FILE] [-from-header 'Name: value'] [-from-header-file FILE] [-from-cert FILE -from-key FILE] [-from-ca FILE] [the feed's flags for the destination: -failed FILE, -max-outage D, -concurrency N, -http2, -header, -cert, …]",
 		about: "Copies the documents of a content cluster from one Vespa to another:\n" +
 			"visits the source as visit does and feeds each document to the\n" +
 			"destination as feed does, the slices interleaved. With -checkpoint, the\n" +
@@ -103,7 +103,7 @@ var commands = []command{
 	},
 	{
 		name:     "delete",
-		synopsis: "delete -url URL [-url URL…] -cluster CLUSTER -selection EXPR [-namespace NS -type T] [-slices N] [-checkpoint FILE] [-count] [-verify] [-header 'Name: value'] [-header-file FILE] [-cert FILE -key FILE] [-ca FILE] [-max-outage D] [-progress[=D]] [-q]",
+		synopsis: "delete -url URL [-url URL…] -cluster CLUSTER -selection EXPR [-namespace NS -type T] [-slices N] [-share I/W] [-checkpoint FILE] [-count] [-verify] [-header 'Name: value'] [-header-file FILE] [-cert FILE -key FILE] [-ca FILE] [-max-outage D] [-progress[=D]] [-q]",
 		about: "Deletes every document that matches a selection, through document/v1's\n" +
 			"delete by selection, N slices at once as the server allows; a request\n" +
 			"that fails is asked again from its slice's last token, so that no\n" +
