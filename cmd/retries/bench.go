@@ -32,6 +32,8 @@ type benchFlags struct {
 	hedge        string
 	jsonOut      string
 	slo          time.Duration
+	arrivals     string
+	asserts      string
 	quiet, http2 bool
 	conn         connFlags
 }
@@ -43,6 +45,8 @@ func addBenchFlags(fs *flag.FlagSet, f *benchFlags) {
 	fs.DurationVar(&f.deadline, "deadline", time.Second, "each query's deadline, from the time it is due: Vespa's timeout is what is left of it")
 	fs.StringVar(&f.hedge, "hedge", "auto", "auto: hedge after the 97th percentile of recent round trips, within the budget; off: never")
 	fs.StringVar(&f.jsonOut, "json", "", "write the report to `FILE` as JSON too")
+	fs.StringVar(&f.arrivals, "arrivals", "constant", "how queries arrive: constant, query i due at i/QPS (vespa-fbench's -r), or poisson, independent exponential gaps of mean 1/QPS (bursts, as many users make)")
+	fs.StringVar(&f.asserts, "assert", "", "thresholds that set the exit status, after the report: `EXPR[,EXPR…]` over p50, p90, p95, p99, p999 and max (with ms, s or us), failed and degraded (shares: 1% or 0.01) and rate (queries/s sent), such as 'p99<=20ms,failed<1%'; exit 1 naming each breached (in every step of -rate A:B:STEP)")
 	fs.DurationVar(&f.slo, "slo", 100*time.Millisecond, "with -rate A:B:STEP: the p99 a step's rate must keep to count for the knee")
 	fs.BoolVar(&f.quiet, "q", false, "no line per second")
 	fs.BoolVar(&f.http2, "http2", false, "HTTP/2: by prior knowledge on http URLs, by ALPN on https (vespa-fbench speaks HTTP/1.1 only)")
@@ -132,6 +136,10 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return err
 	}
+	asserts, err := parseAsserts(f.asserts)
+	if err != nil {
+		return usageErrorf("bench: -assert: %v", err)
+	}
 	qs, err := readQueryFile(pos[0], stdin)
 	if err != nil {
 		return err
@@ -155,7 +163,7 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	var reports []*benchReport
 	for _, rate := range rates {
-		r := runRate(ctx, c, qs, rate, f.duration, f.deadline, f.quiet, stderr)
+		r := runRate(ctx, c, qs, rate, &f, stderr)
 		reports = append(reports, r)
 		if _, err := io.WriteString(stdout, r.text()); err != nil {
 			return err
@@ -176,7 +184,7 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if ctx.Err() != nil {
 		return silentExit(exitInterrupted)
 	}
-	return nil
+	return checkAsserts(asserts, reports, stderr)
 }
 
 // check returns the rates to run, or a usage error for flags and
@@ -193,6 +201,8 @@ func (f *benchFlags) check(pos []string) ([]float64, error) {
 		return nil, usageErrorf("bench: -hedge %q: want auto or off", f.hedge)
 	case f.duration <= 0 || f.duration > 24*time.Hour || f.deadline <= 0 || f.slo <= 0:
 		return nil, usageErrorf("bench: -duration (at most 24h), -deadline and -slo must be above 0")
+	case f.arrivals != "constant" && f.arrivals != "poisson":
+		return nil, usageErrorf("bench: -arrivals %q: want constant or poisson", f.arrivals)
 	}
 	rates, err := parseRate(f.rate)
 	if err != nil {
@@ -272,6 +282,10 @@ type benchReport struct {
 	ZeroHits                             int64
 	Status                               map[string]int64
 	fromDue, fromSend                    []time.Duration
+	okLatency                            []time.Duration // from the due time, of the ok answers alone
+	start                                time.Time
+	arrivals                             string   // constant or poisson
+	timeline                             []second // by the second the queries were due in
 	endpoints                            map[string]*endpointRow
 	cpu                                  time.Duration
 	mu                                   sync.Mutex
@@ -286,19 +300,26 @@ type endpointRow struct {
 	openFor     time.Duration
 }
 
-// runRate offers rate queries a second for d, open loop: query i is due at
-// start + i/rate whatever the answers do, and its latency counts from
-// then (and, apart, from its send).
-func runRate(ctx context.Context, c *query.Client, qs []benchQuery, rate float64, d, deadline time.Duration, quiet bool, stderr io.Writer) *benchReport {
+// runRate offers rate queries a second for f.duration, open loop: each
+// query is due at its arrival (see arrivals) whatever the answers do, and
+// its latency counts from then (and, apart, from its send).
+func runRate(ctx context.Context, c *query.Client, qs []benchQuery, rate float64, f *benchFlags, stderr io.Writer) *benchReport {
+	d, deadline, quiet := f.duration, f.deadline, f.quiet
 	r := &benchReport{Offered: rate, Status: map[string]int64{}, endpoints: map[string]*endpointRow{}}
-	n := int64(math.Round(rate * d.Seconds()))
+	arr := newArrivals(rate, f.arrivals == "poisson", uint64(time.Now().UnixNano()))
+	n := arr.count(d)
 	before := c.Stats()
 	cpu0 := cpuTime()
 	start := time.Now()
+	r.start, r.arrivals = start, f.arrivals
 	var wg sync.WaitGroup
 	nextLine := start.Add(time.Second)
-	for i := range n {
-		due := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+	for i := int64(0); n < 0 || i < n; i++ {
+		at := arr.due(i)
+		if n < 0 && at >= d {
+			break
+		}
+		due := start.Add(at)
 		if wait := time.Until(due); wait > 0 {
 			t := time.NewTimer(wait)
 			select {
@@ -419,6 +440,10 @@ func (r *benchReport) one(ctx context.Context, c *query.Client, q benchQuery, du
 	}
 	r.fromDue = append(r.fromDue, fromDue)
 	r.fromSend = append(r.fromSend, fromSend)
+	if ok {
+		r.okLatency = append(r.okLatency, fromDue)
+	}
+	r.tally(due, ok, err == nil && fromDue <= deadline, fromDue)
 	if endpoint != "" {
 		row := r.row(endpoint)
 		row.answers++
@@ -475,6 +500,11 @@ func (r *benchReport) text() string {
 			w(strconv.FormatFloat(q, 'f', -1, 64)+" percentile", "%10.2f ms  (%.2f ms from the send)", ms(quantile(fromDue, q/100)), ms(quantile(fromSend, q/100)))
 		}
 	}
+	if len(r.okLatency) > 0 {
+		ok := slices.Clone(r.okLatency)
+		w("ok answers' response time", "%10.2f ms p50, %.2f ms p99, %.2f ms p99.9, %.2f ms max  (the ok answers alone, from the due time)",
+			ms(quantile(ok, 0.5)), ms(quantile(ok, 0.99)), ms(quantile(ok, 0.999)), ms(quantile(ok, 1)))
+	}
 	w("actual query rate", "%10.1f Q/s  (sent)", r.Achieved)
 	if r.Achieved < 0.99*r.Offered {
 		fmt.Fprintf(&b, "could not keep the offered rate: %.1f of %.1f queries/s sent (the machine, or the queries file's reading, fell behind)\n", r.Achieved, r.Offered)
@@ -526,7 +556,8 @@ func (r *benchReport) json() map[string]any {
 	return map[string]any{
 		"queries": r.Queries, "ok": r.OK, "degraded": r.Degraded, "failed": r.Failed, "requests": r.Requests,
 		"hedges": r.Hedges, "hedges_won": r.HedgesWon, "hedges_refused": r.HedgesRefused, "retries": r.Retries, "status": r.Status,
-		"latency_ms": lat(r.fromDue), "latency_from_send_ms": lat(r.fromSend),
+		"latency_ms": lat(r.fromDue), "latency_from_send_ms": lat(r.fromSend), "latency_ok_ms": lat(r.okLatency),
+		"timeline": r.timelineJSON(), "arrivals": r.arrivals,
 		"offered_rate": r.Offered, "achieved_rate": math.Round(r.Achieved*10) / 10, "late": r.Late,
 		"zero_hits": r.ZeroHits, "seconds": math.Round(r.Duration.Seconds()*1000) / 1000, "cpu_us_per_query": math.Round(cpu*10) / 10,
 		"endpoints": eps,
