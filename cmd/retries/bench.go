@@ -34,6 +34,7 @@ type benchFlags struct {
 	slo          time.Duration
 	arrivals     string
 	asserts      string
+	plot         string
 	quiet, http2 bool
 	conn         connFlags
 }
@@ -45,6 +46,7 @@ func addBenchFlags(fs *flag.FlagSet, f *benchFlags) {
 	fs.DurationVar(&f.deadline, "deadline", time.Second, "each query's deadline, from the time it is due: Vespa's timeout is what is left of it")
 	fs.StringVar(&f.hedge, "hedge", "auto", "auto: hedge after the 97th percentile of recent round trips, within the budget; off: never")
 	fs.StringVar(&f.jsonOut, "json", "", "write the report to `FILE` as JSON too")
+	fs.StringVar(&f.plot, "plot", "", "draw the run to `FILE` as SVG: the latency percentiles and the answers second by second; with -rate A:B:STEP, the latency–throughput curve with the knee")
 	fs.StringVar(&f.arrivals, "arrivals", "constant", "how queries arrive: constant, query i due at i/QPS (vespa-fbench's -r), or poisson, independent exponential gaps of mean 1/QPS (bursts, as many users make)")
 	fs.StringVar(&f.asserts, "assert", "", "thresholds that set the exit status, after the report: `EXPR[,EXPR…]` over p50, p90, p95, p99, p999 and max (with ms, s or us), failed and degraded (shares: 1% or 0.01) and rate (queries/s sent), such as 'p99<=20ms,failed<1%'; exit 1 naming each breached (in every step of -rate A:B:STEP)")
 	fs.DurationVar(&f.slo, "slo", 100*time.Millisecond, "with -rate A:B:STEP: the p99 a step's rate must keep to count for the knee")
@@ -157,6 +159,13 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 		defer jsonOut.Close()
 	}
+	var plotOut *os.File
+	if f.plot != "" {
+		if plotOut, err = os.Create(f.plot); err != nil {
+			return setupErrorf("bench: -plot: %v", err)
+		}
+		defer plotOut.Close()
+	}
 	c, err := query.New(query.Config{URLs: f.urls, Header: header, TLS: tlsCfg, HTTP2: f.http2, NoHedge: f.hedge == "off"})
 	if err != nil {
 		return usageErrorf("bench: %v", err)
@@ -179,6 +188,11 @@ func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if jsonOut != nil {
 		if err := writeBenchJSON(jsonOut, reports, knee, f.slo); err != nil {
 			return err
+		}
+	}
+	if plotOut != nil {
+		if err := plotBench(plotOut, reports, knee, f.slo); err != nil {
+			return fmt.Errorf("bench: -plot: %v", err)
 		}
 	}
 	if ctx.Err() != nil {

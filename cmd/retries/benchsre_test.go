@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/xml"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -114,5 +116,46 @@ func TestBenchPoisson(t *testing.T) {
 	}
 	if code, _, stderr := runCmd(t, "bench", "-arrivals", "bursty", "-url", srv.URL, "-rate", "300", "-"); code != exitUsage || !strings.Contains(stderr, "-arrivals") {
 		t.Errorf("-arrivals bursty: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// TestBenchPlot: -plot draws a run as an SVG that an XML reader takes,
+// with the latency percentiles and the answers as series; a step run as
+// the latency–throughput curve with the knee marked; a FILE that cannot
+// be written is refused before the run (exit 2).
+func TestBenchPlot(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(slowShare(1, 5*time.Millisecond, false))
+	t.Cleanup(srv.Close)
+	queries := writeFile(t, "/search/?yql=select+*+from+music+where+true\n")
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		rate string
+		want []string
+	}{
+		{"100", []string{`id="series-p50"`, `id="series-p99"`, `id="series-p999"`, `id="series-ok"`, `id="series-degraded+failed"`}},
+		{"50:150:50", []string{`id="series-p99"`, `id="knee"`, `id="slo"`, "latency against throughput"}},
+	} {
+		out := filepath.Join(dir, strings.ReplaceAll(tc.rate, ":", "-")+".svg")
+		code, _, stderr := runCmd(t, "bench", "-q", "-url", srv.URL, "-rate", tc.rate, "-duration", "1s", "-slo", "1s", "-plot", out, queries)
+		if code != 0 {
+			t.Fatalf("-rate %s: exit %d; stderr:\n%s", tc.rate, code, stderr)
+		}
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := xml.Unmarshal(data, new(struct{ XMLName xml.Name })); err != nil {
+			t.Errorf("-rate %s: the SVG is not XML: %v", tc.rate, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(data), w) {
+				t.Errorf("-rate %s: the SVG has no %s", tc.rate, w)
+			}
+		}
+	}
+	code, _, stderr := runCmd(t, "bench", "-url", srv.URL, "-rate", "100", "-plot", filepath.Join(dir, "no", "such", "dir.svg"), queries)
+	if code != exitUsage || !strings.Contains(stderr, "-plot") {
+		t.Errorf("an unwritable -plot: exit %d, stderr:\n%s", code, stderr)
 	}
 }

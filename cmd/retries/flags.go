@@ -153,7 +153,7 @@ var commands = []command{
 	},
 	{
 		name:     "bench",
-		synopsis: "bench -url URL [-url URL…] -rate QPS|A:B:STEP [-duration D] [-deadline D] [-hedge auto|off] [-arrivals constant|poisson] [-assert EXPR[,EXPR…]] [-http2] [-json FILE] [-slo D] [-header 'Name: value'] [-header-file FILE] [-cert FILE -key FILE] [-ca FILE] [-q] FILE|-",
+		synopsis: "bench -url URL [-url URL…] -rate QPS|A:B:STEP [-duration D] [-deadline D] [-hedge auto|off] [-arrivals constant|poisson] [-assert EXPR[,EXPR…]] [-http2] [-json FILE] [-plot FILE.svg] [-slo D] [-header 'Name: value'] [-header-file FILE] [-cert FILE -key FILE] [-ca FILE] [-q] FILE|-",
 		about: "Offers the queries of FILE (a path and query string a line, as\n" +
 			"vespa-fbench reads them, or a JSON body) at QPS a second, open loop,\n" +
 			"through package query: each query's deadline travels as its timeout,\n" +
@@ -165,7 +165,8 @@ var commands = []command{
 			"     report's statuses say which), and every -assert held\n" +
 			"  1  an -assert threshold was breached (each named on stderr)\n" +
 			"  2  bad flags or input: a query FILE, a certificate, key or header\n" +
-			"     file that cannot be read, a -json FILE that cannot be written\n" + exitsInterrupted,
+			"     file that cannot be read, a -json or -plot FILE that cannot be\n" +
+			"     written\n" + exitsInterrupted,
 		flags: func(fs *flag.FlagSet) { addBenchFlags(fs, &benchFlags{}) },
 	},
 	{
