@@ -371,7 +371,7 @@ func runRate(ctx context.Context, c *query.Client, qs []benchQuery, rate float64
 	// The rate achieved is that of the sends, over the time they took (the
 	// last answers' wait left out): an open loop that fell behind shows
 	// here, and in Late.
-	if n > 1 && offered > 0 {
+	if r.Queries > 1 && offered > 0 {
 		r.Achieved = float64(r.Queries-1) / offered.Seconds()
 	}
 	return r

@@ -117,7 +117,10 @@ func plotRun(p *svgWriter, r *benchReport) {
 	tp.series(p, "degraded+failed", "#7f7f7f", xs, bad, 1)
 }
 
-// plotSteps draws a step run's latency–throughput curve.
+// plotSteps draws a step run's latency–throughput curve: past the
+// capacity the ok answers a second stop growing while the rate offered
+// does, and the curve turns back or up; each step's point is labelled with
+// the rate offered.
 func plotSteps(p *svgWriter, reports []*benchReport, knee *benchReport, slo time.Duration) {
 	p.f(`<text x="20" y="26" font-size="15">retries bench: latency against throughput, %d steps of %.0f to %.0f queries/s offered; SLO p99 %v</text>`+"\n",
 		len(reports), reports[0].Offered, reports[len(reports)-1].Offered, slo)
@@ -137,6 +140,11 @@ func plotSteps(p *svgWriter, reports []*benchReport, knee *benchReport, slo time
 	c.series(p, "p50", "#2ca02c", xs, p50, 0)
 	c.series(p, "p99", "#e6550d", xs, p99, 1)
 	c.series(p, "p999", "#d62728", xs, p999, 2)
+	for i, r := range reports { // each step's point on the p99 curve, with the rate offered
+		x, y := c.px(xs[i]), c.py(min(p99[i], c.ymax))
+		p.f(`<circle class="step" cx="%.1f" cy="%.1f" r="3" fill="#e6550d"/><text x="%.1f" y="%.1f" font-size="10" fill="#555">%.0f</text>`+"\n",
+			x, y, x+4, y+14, r.Offered)
+	}
 	if knee != nil {
 		i := slices.Index(reports, knee)
 		x, y := c.px(xs[i]), c.py(min(p99[i], c.ymax))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -69,6 +70,41 @@ type queryContainer struct {
 	slots      chan struct{} // nil: no limit
 	broken     bool
 	stats      containerStats
+	arrivals   *arrivalLog // shared by the containers
+}
+
+// arrivalLog keeps when each request arrived at any container, for the
+// line's inter-arrival figures: what a bench's -arrivals looks like from
+// the servers.
+type arrivalLog struct {
+	mu sync.Mutex
+	at []time.Time
+}
+
+func (a *arrivalLog) add(t time.Time) {
+	a.mu.Lock()
+	a.at = append(a.at, t)
+	a.mu.Unlock()
+}
+
+// figures returns the requests' arrival rate (over the time from the first
+// to the last) and the coefficient of variation of the gaps between them:
+// about 1 for Poisson arrivals, about 0 for evenly spaced ones.
+func (a *arrivalLog) figures() (rate, cv float64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.at) < 3 {
+		return 0, 0
+	}
+	slices.SortFunc(a.at, func(x, y time.Time) int { return x.Compare(y) })
+	n := float64(len(a.at) - 1)
+	var sum, sq float64
+	for i := 1; i < len(a.at); i++ {
+		g := a.at[i].Sub(a.at[i-1]).Seconds()
+		sum, sq = sum+g, sq+g*g
+	}
+	mean := sum / n
+	return 1 / mean, math.Sqrt(max(sq/n-mean*mean, 0)) / mean
 }
 
 const (
@@ -81,6 +117,7 @@ const (
 )
 
 func (q *queryContainer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	q.arrivals.add(time.Now())
 	q.stats.requests.Add(1)
 	params := r.URL.Query()
 	if t, err := time.ParseDuration(strings.ReplaceAll(params.Get("timeout"), " ", "")); err == nil {
@@ -205,11 +242,12 @@ func runQuery(c config, feeder []string) (string, int, error) {
 	}
 	start := time.Now()
 	var containers []*queryContainer
+	arrivals := &arrivalLog{}
 	env := map[string]string{}
 	var urls []string
 	for i := range qc.containers {
 		q := &queryContainer{c: c, tailShare: share, tailExtra: extra, hasTail: i < max(qc.tailOn, 1), pauseEvery: every, pauseDur: pauseDur, start: start,
-			broken: i >= qc.containers-qc.broken}
+			broken: i >= qc.containers-qc.broken, arrivals: arrivals}
 		if c.inflight > 0 {
 			q.slots = make(chan struct{}, c.inflight)
 		}
@@ -238,7 +276,8 @@ func runQuery(c config, feeder []string) (string, int, error) {
 	if err != nil {
 		return "", 0, err
 	}
-	return queryLine(c, r.exit, time.Since(start), containers, r.cpu), r.exit, nil
+	rate, cv := arrivals.figures()
+	return queryLine(c, r.exit, time.Since(start), containers, r.cpu) + fmt.Sprintf(" arrivals=(%.1f/s cv=%.2f)", rate, cv), r.exit, nil
 }
 
 // writeQueries writes n queries, a share bad of them bad in turn
