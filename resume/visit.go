@@ -20,6 +20,9 @@ import (
 // the output would mix two corpora.
 type VisitOf struct {
 	Cluster, Selection, FieldSet string
+	// Namespace and DocumentType, both or neither, are those of a visit
+	// of one document type (visit.Config's).
+	Namespace, DocumentType string
 	// URLs are the endpoints visited, as the checkpoint records them:
 	// without passwords, in a fixed order.
 	URLs []string
@@ -39,6 +42,8 @@ type visitState struct {
 	Cluster    string         `json:"cluster"`
 	Selection  string         `json:"selection,omitempty"`
 	FieldSet   string         `json:"field_set,omitempty"`
+	Namespace  string         `json:"namespace,omitempty"`
+	Type       string         `json:"document_type,omitempty"`
 	Output     string         `json:"output"`
 	URLs       []string       `json:"urls,omitempty"` // none in a checkpoint of an older version
 	OutputSize int64          `json:"output_size"`
@@ -87,7 +92,8 @@ type Visitor struct {
 // writes it before OpenVisit returns, so that a checkpoint that cannot be
 // written is refused before anything is visited.
 func OpenVisit(path string, of VisitOf, slices int) (*Visitor, error) {
-	v := &Visitor{path: path, st: visitState{Version: 1, Cluster: of.Cluster, Selection: of.Selection, FieldSet: of.FieldSet, Output: of.Output, URLs: of.URLs, Share: shareOf(of.Share)}}
+	v := &Visitor{path: path, st: visitState{Version: 1, Cluster: of.Cluster, Selection: of.Selection, FieldSet: of.FieldSet, Output: of.Output, URLs: of.URLs, Share: shareOf(of.Share),
+		Namespace: of.Namespace, Type: of.DocumentType}}
 	if err := v.open(slices); err != nil {
 		if v.out != nil {
 			v.out.Close()
@@ -129,8 +135,9 @@ func (v *Visitor) resume(c envelope, nSlices int) error {
 	switch {
 	case prev.Version != 1:
 		return fmt.Errorf("%s is not a checkpoint of a visit", v.path)
-	case prev.Cluster != st.Cluster || prev.Selection != st.Selection || prev.FieldSet != st.FieldSet || prev.Output != st.Output:
-		return fmt.Errorf("%s was made for another visit (the cluster, the selection, the field set or the output differ): remove it to visit again", v.path)
+	case prev.Cluster != st.Cluster || prev.Selection != st.Selection || prev.FieldSet != st.FieldSet || prev.Output != st.Output ||
+		prev.Namespace != st.Namespace || prev.Type != st.Type:
+		return fmt.Errorf("%s was made for another visit (the cluster, the selection, the field set, the type or the output differ): remove it to visit again", v.path)
 	case prev.URLs != nil && !slices.Equal(prev.URLs, st.URLs):
 		return fmt.Errorf("%s was made for a visit of other endpoints: a continuation token of one Vespa means nothing to another, and the output would mix two corpora; give the endpoints it had, or remove it to visit again", v.path)
 	}

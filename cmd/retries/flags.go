@@ -80,7 +80,7 @@ var commands = []command{
 	},
 	{
 		name:     "visit",
-		synopsis: "visit -url URL [-url URL…] -cluster CLUSTER [-selection EXPR] [-field-set FS] [-slices N] [-share I/W] [-pages] [-o FILE [-checkpoint FILE]] [-header 'Name: value'] [-header-file FILE] [-cert FILE -key FILE] [-ca FILE] [-max-outage D] [-progress D] [-q]",
+		synopsis: "visit -url URL [-url URL…] -cluster CLUSTER [-selection EXPR] [-namespace NS -type T] [-field-set FS] [-slices N] [-share I/W] [-pages] [-o FILE [-checkpoint FILE]] [-header 'Name: value'] [-header-file FILE] [-cert FILE -key FILE] [-ca FILE] [-max-outage D] [-progress D] [-q]",
 		about: "Reads the documents of a content cluster out through document/v1's\n" +
 			"visits, N slices at once as the server allows, and writes them as feed\n" +
 			"lines that retries feed reads back. With -checkpoint, the same command\n" +

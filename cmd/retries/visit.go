@@ -21,6 +21,7 @@ import (
 type visitFlags struct {
 	urls                         urlsFlag
 	cluster, selection, fieldSet string
+	namespace, docType           string
 	pages                        bool
 	slices                       int
 	share                        shareFlag
@@ -35,6 +36,8 @@ func addVisitFlags(fs *flag.FlagSet, f *visitFlags) {
 	fs.Var(&f.urls, "url", "the document/v1 endpoint `URL` (required); repeat it for several endpoints, the slices spread over them")
 	fs.StringVar(&f.cluster, "cluster", "", "the content `CLUSTER` to visit (required)")
 	fs.StringVar(&f.selection, "selection", "", "visit the documents that match the document selection `EXPR`")
+	fs.StringVar(&f.namespace, "namespace", "", "with -type: visit the documents of namespace `NS` only")
+	fs.StringVar(&f.docType, "type", "", "with -namespace: visit the documents of type `T` only")
 	fs.StringVar(&f.fieldSet, "field-set", "", "the field set `FS` of each document, such as music:[document]")
 	fs.IntVar(&f.slices, "slices", 8, "split the corpus into `N` slices, visited at once as the server allows (fixed for a -checkpoint)")
 	addShareFlag(fs, &f.share, "visit")
@@ -66,7 +69,7 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	stderr = &syncWriter{w: stderr} // the visit's log and the progress lines write at once
 	c, err := visit.New(visit.Config{URLs: f.urls, Pages: f.pages, Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet,
-		Slices: f.slices, Share: f.share.share, Header: header, TLS: tlsCfg, MaxOutage: orNone(f.maxOutage), Log: stderr})
+		Slices: f.slices, Share: f.share.share, Namespace: f.namespace, DocumentType: f.docType, Header: header, TLS: tlsCfg, MaxOutage: orNone(f.maxOutage), Log: stderr})
 	if err != nil {
 		return usageErrorf("visit: %v", err)
 	}
@@ -79,7 +82,8 @@ func runVisit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		err := visitToStdout(ctx, c, prog, f.progress, start, stdout, stderr)
 		return visitExit(ctx, err, prog, start, stderr)
 	}
-	v, err := resume.OpenVisit(f.checkpoint, resume.VisitOf{Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet, URLs: endpoints(f.urls), Output: f.out, Share: f.share.share}, f.slices)
+	v, err := resume.OpenVisit(f.checkpoint, resume.VisitOf{Cluster: f.cluster, Selection: f.selection, FieldSet: f.fieldSet, URLs: endpoints(f.urls), Output: f.out, Share: f.share.share,
+		Namespace: f.namespace, DocumentType: f.docType}, f.slices)
 	if err != nil {
 		return setupErrorf("visit: %v", err)
 	}
@@ -131,6 +135,8 @@ func (f *visitFlags) check(pos []string) error {
 		return usageErrorf("visit: -o and -checkpoint name the same file")
 	case f.maxOutage < 0 || f.progress < 0:
 		return usageErrorf("visit: -max-outage and -progress must not be negative")
+	case (f.namespace == "") != (f.docType == ""):
+		return usageErrorf("visit: -namespace and -type go together")
 	}
 	return checkShare("visit", f.share, f.slices)
 }
