@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/seed32e55400/retries/visit"
 )
 
 // envelopeVersion is the version of the checkpoint file's envelope that
@@ -134,4 +136,38 @@ func writeFile(path string, data []byte) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// checkSlices refuses to resume a checkpoint of kind, at path, whose
+// progress p is of other slices than n: a continuation token holds only
+// for its slicing. A progress of no slices (nothing visited yet) fits any.
+func checkSlices(path, kind string, p visit.Progress, n int) error {
+	if p.Slices != 0 && p.Slices != n {
+		return fmt.Errorf("%s is of %s in %d slices: give %d slices (a continuation token holds only for its slicing)", path, describe(kind), p.Slices, p.Slices)
+	}
+	return nil
+}
+
+// shareOf is how a checkpoint records s: "" for the whole job.
+func shareOf(s visit.Share) string {
+	if s.Of <= 1 {
+		return ""
+	}
+	return s.String()
+}
+
+// checkShare refuses to resume the checkpoint at path, of the share had
+// ("" for the whole job), as the share want: each share has its own
+// checkpoint.
+func checkShare(path, had, want string) error {
+	if had == want {
+		return nil
+	}
+	name := func(s string) string {
+		if s == "" {
+			return "the whole job"
+		}
+		return "share " + s
+	}
+	return fmt.Errorf("%s is the checkpoint of %s, not of %s: each share has its own checkpoint", path, name(had), name(want))
 }

@@ -68,7 +68,6 @@ const (
 // copy has a checkpoint: what it did not send is visited again.
 type Copier struct {
 	led     *ledger.Ledger
-	base    int64 // the documents done before the copy resumed
 	path    string
 	hold    *hold
 	start   Start
@@ -128,9 +127,10 @@ func OpenCopy(path string, of CopyOf, slices int) (*Copier, error) {
 			}
 		}
 		c.hold = h
-		c.start = Start{Resumed: found, Complete: found && st.Complete, Before: st.Documents}
+		c.start.Resumed, c.start.Complete = found, found && st.Complete
 	}
-	c.st, c.base = st, st.Documents
+	c.st = st
+	c.start.Before = st.Documents // 0 for a new copy
 	return c, nil
 }
 
@@ -180,7 +180,7 @@ func (c *Copier) Stats() CopyStats {
 	c.mu.Lock()
 	done := c.st.Documents
 	c.mu.Unlock()
-	return CopyStats{Visited: c.visited.Load(), Acknowledged: c.acked.Load(), Before: c.base, Done: done, SlicesDone: int(c.slices.Load())}
+	return CopyStats{Visited: c.visited.Load(), Acknowledged: c.acked.Load(), Before: c.start.Before, Done: done, SlicesDone: int(c.slices.Load())}
 }
 
 // CopyResult is how a copy ended.
@@ -365,7 +365,7 @@ func (c *Copier) save() error {
 		if m.last >= 0 && !(m.last < s.Ord || (s.AllDone && m.last <= s.Ord)) {
 			break
 		}
-		c.st.Progress, c.st.Documents = m.prog, c.base+m.last+1
+		c.st.Progress, c.st.Documents = m.prog, c.start.Before+m.last+1
 		c.marks = c.marks[1:]
 	}
 	if c.ended && c.vdone && len(c.marks) == 0 && c.st.Progress.Complete() {

@@ -8,8 +8,6 @@ import (
 	"os"
 	"strings"
 	"time"
-
-	"github.com/seed32e55400/retries/visit"
 )
 
 // ErrHeld is what opening a checkpoint returns, wrapped with its path and
@@ -70,40 +68,6 @@ func holdAndRead(path, kind string) (h *hold, c envelope, found bool, err error)
 	}
 	h.release()
 	return nil, c, false, err
-}
-
-// checkSlices refuses to resume a checkpoint of kind, at path, whose
-// progress p is of other slices than n: a continuation token holds only
-// for its slicing. A progress of no slices (nothing visited yet) fits any.
-func checkSlices(path, kind string, p visit.Progress, n int) error {
-	if p.Slices != 0 && p.Slices != n {
-		return fmt.Errorf("%s is of %s in %d slices: give %d slices (a continuation token holds only for its slicing)", path, describe(kind), p.Slices, p.Slices)
-	}
-	return nil
-}
-
-// shareOf is how a checkpoint records s: "" for the whole job.
-func shareOf(s visit.Share) string {
-	if s.Of <= 1 {
-		return ""
-	}
-	return s.String()
-}
-
-// checkShare refuses to resume the checkpoint at path, of the share had
-// ("" for the whole job), as the share want: each share has its own
-// checkpoint.
-func checkShare(path, had, want string) error {
-	if had == want {
-		return nil
-	}
-	name := func(s string) string {
-		if s == "" {
-			return "the whole job"
-		}
-		return "share " + s
-	}
-	return fmt.Errorf("%s is the checkpoint of %s, not of %s: each share has its own checkpoint", path, name(had), name(want))
 }
 
 // release lets the hold go; a nil hold has nothing to let go.

@@ -74,7 +74,6 @@ type Visitor struct {
 	start   Start
 	cutFrom int64 // the output's size before the resume cut it back
 	cutTo   int64 // and after
-	before  int64 // the documents in the output before this run
 	docs    int64 // written by this run
 	last    time.Time
 }
@@ -170,10 +169,11 @@ func (v *Visitor) resume(c envelope, nSlices int) error {
 	if _, err := out.Seek(prev.OutputSize, io.SeekStart); err != nil {
 		return err
 	}
-	v.w, v.st, v.before = bufio.NewWriterSize(out, 256<<10), prev, prev.Documents
+	v.w, v.st = bufio.NewWriterSize(out, 256<<10), prev
 	v.cutFrom, v.cutTo = fi.Size(), prev.OutputSize
+	v.start.Before = prev.Documents // none before the first page
 	if prev.Progress.Slices != 0 {
-		v.start = Start{Resumed: true, Complete: prev.Complete, Before: prev.Documents}
+		v.start.Resumed, v.start.Complete = true, prev.Complete
 	}
 	return nil
 }
@@ -220,7 +220,7 @@ func (v *Visitor) Cut() (from, to int64) { return v.cutFrom, v.cutTo }
 
 // Documents returns the documents in the output: those written before
 // the visit resumed, and this run's.
-func (v *Visitor) Documents() int64 { return v.before + v.docs }
+func (v *Visitor) Documents() int64 { return v.start.Before + v.docs }
 
 // Run visits with c from where the checkpoint left off, writes each page's
 // documents to the output, calls page, if not nil, after each, and keeps
@@ -267,7 +267,7 @@ func (v *Visitor) save(p visit.Progress) error {
 	if err != nil {
 		return err
 	}
-	v.st.OutputSize, v.st.Documents, v.st.Progress, v.st.Complete = size, v.before+v.docs, p, p.Complete()
+	v.st.OutputSize, v.st.Documents, v.st.Progress, v.st.Complete = size, v.Documents(), p, p.Complete()
 	return writeEnvelope(v.path, "visit", v.st)
 }
 

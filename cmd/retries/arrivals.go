@@ -32,12 +32,3 @@ func (a *arrivals) due(i int64) time.Duration {
 	}
 	return a.at
 }
-
-// count returns how many queries are due within d: rate × d for constant
-// arrivals, as many as fall before d for poisson ones (-1: ask due).
-func (a *arrivals) count(d time.Duration) int64 {
-	if a.poisson {
-		return -1
-	}
-	return int64(float64(d.Seconds())*a.rate + 0.5)
-}

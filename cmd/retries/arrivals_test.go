@@ -11,18 +11,18 @@ import (
 // coefficient of variation about 1 (a constant's is 0).
 func TestArrivals(t *testing.T) {
 	t.Parallel()
-	c := newArrivals(300, false, 1)
-	if n := c.count(10 * time.Second); n != 3000 {
-		t.Errorf("constant: %d queries in 10 s at 300/s, want 3000", n)
+	if n := dueBefore(newArrivals(300, false, 1), 10*time.Second); n != 3000 {
+		t.Errorf("constant: %d queries due in 10 s at 300/s, want 3000", n)
 	}
+	c := newArrivals(300, false, 1)
 	if mean, cv := gaps(c, 3000); math.Abs(mean-1.0/300) > 1e-6 || cv > 1e-3 {
 		t.Errorf("constant: mean gap %.6f s, CV %.3f; want 1/300 s and 0", mean, cv)
 	}
 	for seed := range uint64(5) {
-		p := newArrivals(300, true, seed)
-		if n := p.count(time.Second); n != -1 {
-			t.Errorf("poisson: count %d, want -1 (as many as fall before the end)", n)
+		if n := dueBefore(newArrivals(300, true, seed), 10*time.Second); n < 3000-5*55 || n > 3000+5*55 {
+			t.Errorf("poisson, seed %d: %d queries due in 10 s at 300/s, want about 3000 (±5 standard deviations)", seed, n)
 		}
+		p := newArrivals(300, true, seed)
 		mean, cv := gaps(p, 20000)
 		if math.Abs(mean*300-1) > 0.03 || cv < 0.95 || cv > 1.05 {
 			t.Errorf("poisson, seed %d: mean gap %.6f s (%.3f of 1/300), CV %.3f; want within 3 %% and 0.95–1.05", seed, mean, mean*300, cv)
@@ -45,4 +45,13 @@ func gaps(a *arrivals, n int) (mean, cv float64) {
 	}
 	mean = sum / float64(n)
 	return mean, math.Sqrt(max(sq/float64(n)-mean*mean, 0)) / mean
+}
+
+// dueBefore counts a's queries due before d, as runRate sends them.
+func dueBefore(a *arrivals, d time.Duration) int64 {
+	var n int64
+	for a.due(n) < d {
+		n++
+	}
+	return n
 }

@@ -321,16 +321,15 @@ func runRate(ctx context.Context, c *query.Client, qs []benchQuery, rate float64
 	d, deadline, quiet := f.duration, f.deadline, f.quiet
 	r := &benchReport{Offered: rate, Status: map[string]int64{}, endpoints: map[string]*endpointRow{}}
 	arr := newArrivals(rate, f.arrivals == "poisson", uint64(time.Now().UnixNano()))
-	n := arr.count(d)
 	before := c.Stats()
 	cpu0 := cpuTime()
 	start := time.Now()
 	r.start, r.arrivals = start, f.arrivals
 	var wg sync.WaitGroup
 	nextLine := start.Add(time.Second)
-	for i := int64(0); n < 0 || i < n; i++ {
+	for i := int64(0); ; i++ { // the queries due before d
 		at := arr.due(i)
-		if n < 0 && at >= d {
+		if at >= d {
 			break
 		}
 		due := start.Add(at)
